@@ -170,9 +170,45 @@ fn scope(c: &mut Criterion) {
     engine.shutdown();
 }
 
+/// A tenant's listing page in a store whose other contexts are another tenant's (decision
+/// 0032 §2): it walks the tenant's own live contexts, not every ContextID of the store.
+fn tenant_listing(c: &mut Criterion) {
+    let dir = bench_dir();
+    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    let tenant = runtime.block_on(engine.register_tenant("acme")).unwrap();
+    let operator = engine.scoped(ctxstore_engine::TenantId::OPERATOR);
+    // 100,000 of the operator's contexts, created 1,000 at a time (one group commit each).
+    for _ in 0..100 {
+        runtime.block_on(async {
+            let creates: Vec<_> = (0..1_000)
+                .map(|_| {
+                    let operator = operator.clone();
+                    compio::runtime::spawn(async move { operator.create_context().await.unwrap() })
+                })
+                .collect();
+            for create in creates {
+                let _ = create.await;
+            }
+        });
+    }
+    let scoped = engine.scoped(tenant);
+    for _ in 0..10 {
+        runtime.block_on(scoped.create_context()).unwrap();
+    }
+    let query = ctxstore_engine::contexts::ListQuery {
+        limit: 50,
+        ..Default::default()
+    };
+    c.bench_function("scope/list_page_tenant_among_100k", |b| {
+        b.iter(|| assert_eq!(scoped.list_contexts(&query).unwrap().contexts.len(), 10))
+    });
+    engine.shutdown();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(50).measurement_time(std::time::Duration::from_secs(4));
-    targets = floor, engine_ops, scope
+    targets = floor, engine_ops, scope, tenant_listing
 }
 criterion_main!(benches);

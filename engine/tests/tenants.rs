@@ -395,6 +395,74 @@ fn names_listings_and_ids_are_per_tenant() {
         .scoped(globex)
         .resolve(&ContextRef::Name("main".into()));
     assert_eq!(globex_again.unwrap(), globex_main);
+
+    // Each tenant's live contexts, in ContextID order, walked from its own set: a tag shared
+    // by both tenants, a deletion, and replay keep every page exact.
+    let (as_acme, as_globex) = (engine.scoped(acme), engine.scoped(globex));
+    let tagged = |handle: &Engine| {
+        let new = NewContext {
+            tags: vec![("team".into(), "blue".into())],
+            ..NewContext::default()
+        };
+        block_on(handle.create(new))
+            .unwrap()
+            .context
+            .head
+            .context_id
+    };
+    let (acme_blue, globex_blue) = (tagged(&as_acme), tagged(&as_globex));
+    let acme_all = listed(&as_acme, 100);
+    let gone = acme_all[1];
+    block_on(as_acme.delete_context(&ContextRef::Id(gone))).unwrap();
+    let live = |handle: &Engine, tenant_id: TenantId, tags: &[(&str, &str)]| {
+        let expected: Vec<ContextId> = (1..=20)
+            .map(ContextId)
+            .filter(|&id| {
+                engine.context(&ContextRef::Id(id)).is_ok_and(|view| {
+                    view.tenant_id == tenant_id
+                        && tags.iter().all(|(key, value)| {
+                            view.tags.get(*key).map(String::as_str) == Some(value)
+                        })
+                })
+            })
+            .collect();
+        for limit in [1, 3, 100] {
+            let mut ids = Vec::new();
+            let mut cursor = None;
+            loop {
+                let query = ListQuery {
+                    limit,
+                    cursor: cursor.take(),
+                    tags: tags
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    ..ListQuery::default()
+                };
+                let page = handle.list_contexts(&query).unwrap();
+                ids.extend(page.contexts.iter().map(|view| view.head.context_id));
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(ids, expected, "{tenant_id:?} {tags:?} limit {limit}");
+        }
+        expected
+    };
+    assert!(!live(&as_acme, acme, &[]).contains(&gone));
+    assert_eq!(live(&as_acme, acme, &[("team", "blue")]), vec![acme_blue]);
+    assert_eq!(
+        live(&as_globex, globex, &[("team", "blue")]),
+        vec![globex_blue]
+    );
+    assert!(live(&as_acme, acme, &[("team", "red")]).is_empty());
+    let before_reopen = (live(&as_acme, acme, &[]), live(&as_globex, globex, &[]));
+    engine.shutdown();
+    let engine = open(dir.path());
+    let (as_acme, as_globex) = (engine.scoped(acme), engine.scoped(globex));
+    let after_reopen = (listed(&as_acme, 2), listed(&as_globex, 2));
+    assert_eq!(after_reopen, before_reopen);
     engine.shutdown();
 }
 

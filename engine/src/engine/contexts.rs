@@ -14,7 +14,7 @@ use crate::format::context_meta::{
     KV_TOUCH_KEYS_MAX, KvEntry, KvExpiry, TTL_MS_MAX,
 };
 use crate::ids::{BlobHash, ContextId, TurnId};
-use crate::model::{ContextRef, ContextView, Created, NewContext};
+use crate::model::{ContextRef, ContextView, Created, NewContext, Scope};
 use crate::pipeline::SequencerRequest;
 use crate::seal::Addressing;
 use crate::sequencer::contexts::{ContextInfo, Contexts, KvValue};
@@ -423,14 +423,29 @@ impl Engine {
                 Some(ListCursor::Id(context_id)) => context_id.0,
                 _ => 0,
             };
-            let candidates: Box<dyn Iterator<Item = ContextId>> =
-                match smallest_tag_set(&snapshot, &query.tags) {
-                    Some(set) => Box::new(set.range(ContextId(after + 1)..).copied()),
-                    None if query.tags.is_empty() => {
-                        Box::new((after + 1..=snapshot.count()).map(ContextId))
-                    }
-                    None => Box::new(std::iter::empty()),
-                };
+            // A tenant's listing walks the smallest of its own live contexts and the sets of
+            // the tags asked for (a tag no context has: nothing); the store-wide scope, every
+            // ContextID when no tag narrows it.
+            let none = imbl::OrdSet::new();
+            let tenant_set = match self.scope {
+                Scope::Tenant(tenant_id) => {
+                    Some(snapshot.live_contexts_of(tenant_id).unwrap_or(&none))
+                }
+                Scope::Store => None,
+            };
+            let tag_set = smallest_tag_set(&snapshot, &query.tags);
+            let smallest = if !query.tags.is_empty() && tag_set.is_none() {
+                Some(&none)
+            } else {
+                [tenant_set, tag_set]
+                    .into_iter()
+                    .flatten()
+                    .min_by_key(|set| set.len())
+            };
+            let candidates: Box<dyn Iterator<Item = ContextId>> = match smallest {
+                Some(set) => Box::new(set.range(ContextId(after + 1)..).copied()),
+                None => Box::new((after + 1..=snapshot.count()).map(ContextId)),
+            };
             candidates
                 .filter(|&context_id| matches(context_id))
                 .take(limit + 1)

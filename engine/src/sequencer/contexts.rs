@@ -189,9 +189,11 @@ pub(crate) struct Contexts {
     pub overlays: Overlays,
     /// Tenant names and their ids (decision 0032): published with the rest.
     pub tenants: Tenants,
-    /// Live contexts per tenant (decision 0032 §3, `quota_contexts`): one more at each
-    /// create, one less at each delete; replay rebuilds it as it rebuilds the rest.
-    live_by_tenant: imbl::HashMap<TenantId, u64>,
+    /// Live contexts per tenant, in ContextID order (decision 0032 §2, §3): one more at each
+    /// create, one less at each delete; replay rebuilds it as it rebuilds the rest. A
+    /// tenant's listing walks its own set rather than every context of the store,
+    /// `quota_contexts` counts it (`len`, O(1)), op 21 deletes what it holds.
+    live_by_tenant: imbl::HashMap<TenantId, imbl::OrdSet<ContextId>>,
     /// Sum of `own_payload_bytes` over every context deleted so far (since open: replay
     /// counts the deletes it meets). The garbage collector runs early once this has grown by
     /// `gc_deleted_bytes_trigger` since its last round.
@@ -220,12 +222,18 @@ impl Contexts {
     pub fn live_by_tenant(&self) -> impl Iterator<Item = (TenantId, u64)> + '_ {
         self.live_by_tenant
             .iter()
-            .map(|(tenant_id, live)| (*tenant_id, *live))
+            .map(|(tenant_id, live)| (*tenant_id, live.len() as u64))
     }
 
-    /// `tenant_id`'s live contexts (created, not deleted).
+    /// How many live contexts (created, not deleted) `tenant_id` has.
     pub fn live_of(&self, tenant_id: TenantId) -> u64 {
-        self.live_by_tenant.get(&tenant_id).copied().unwrap_or(0)
+        self.live_contexts_of(tenant_id)
+            .map_or(0, |live| live.len() as u64)
+    }
+
+    /// `tenant_id`'s live contexts, in ContextID order (`None`: it has none).
+    pub fn live_contexts_of(&self, tenant_id: TenantId) -> Option<&imbl::OrdSet<ContextId>> {
+        self.live_by_tenant.get(&tenant_id)
     }
 
     /// Whether `scope` sees `context_id` (decision 0032 §2): every context for the store-wide
@@ -319,7 +327,13 @@ impl Contexts {
             tenant_id,
             ..ContextInfo::default()
         });
-        *self.live_by_tenant.entry(tenant_id).or_default() += 1;
+        let fresh = self
+            .live_by_tenant
+            .entry(tenant_id)
+            .or_default()
+            .insert(context_id)
+            .is_none();
+        assert!(fresh, "a new context is not live yet");
     }
 
     /// A turn was appended to the context (its head moved to it), with `key` if it has one.
@@ -534,9 +548,9 @@ impl Contexts {
         self.deleted_payload_bytes += info.own_payload_bytes;
         self.deleted_contexts += 1;
         let live = self.live_by_tenant.entry(info.tenant_id).or_default();
-        assert!(*live > 0, "a deleted context was live in its tenant");
-        *live -= 1;
-        if *live == 0 {
+        let was_live = live.remove(&context_id).is_some();
+        assert!(was_live, "a deleted context was live in its tenant");
+        if live.is_empty() {
             self.live_by_tenant.remove(&info.tenant_id);
         }
         // Its turn keys and label-index entries stay until the garbage collector
@@ -554,11 +568,11 @@ impl Contexts {
     ) -> Result<Vec<ContextId>, String> {
         self.tenants.check_delete(tenant_id)?;
         self.tenants.delete(tenant_id);
-        // Every context, once: a tenant's unnamed contexts are in no index of their own.
-        let doomed: Vec<ContextId> = (self.infos.iter().enumerate())
-            .filter(|(_, info)| info.tenant_id == tenant_id && !info.deleted)
-            .map(|(index, _)| ContextId(index as u64 + 1))
-            .collect();
+        // Its live contexts, from its own set: the tenant's size, not the store's.
+        let doomed: Vec<ContextId> = self
+            .live_contexts_of(tenant_id)
+            .map(|live| live.iter().copied().collect())
+            .unwrap_or_default();
         for context_id in &doomed {
             let index = context_id.0 as usize - 1;
             let mut info = self.infos[index].clone();
