@@ -42,6 +42,29 @@ fn acme_and_globex(engine: &Engine) -> (TenantId, TenantId) {
     (acme, globex)
 }
 
+/// Every page of `handle`'s listing of contexts with `tags`, `limit` a page, in order.
+fn every_page(handle: &Engine, limit: u32, tags: &[(&str, &str)]) -> Vec<ContextId> {
+    let mut ids = Vec::new();
+    let mut cursor = None;
+    loop {
+        let query = ListQuery {
+            limit,
+            cursor: cursor.take(),
+            tags: tags
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+            ..ListQuery::default()
+        };
+        let page = handle.list_contexts(&query).unwrap();
+        ids.extend(page.contexts.iter().map(|view| view.head.context_id));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return ids,
+        }
+    }
+}
+
 /// The owner of a context, as the store-wide handle sees it.
 fn tenant_of(engine: &Engine, context: ContextId) -> TenantId {
     engine.context(&ContextRef::Id(context)).unwrap().tenant_id
@@ -352,23 +375,7 @@ fn names_listings_and_ids_are_per_tenant() {
         create(&engine, acme, None);
         create(&engine, globex, None);
     }
-    let listed = |handle: &Engine, limit: u32| {
-        let mut ids = Vec::new();
-        let mut cursor = None;
-        loop {
-            let query = ListQuery {
-                limit,
-                cursor: cursor.take(),
-                ..ListQuery::default()
-            };
-            let page = handle.list_contexts(&query).unwrap();
-            ids.extend(page.contexts.iter().map(|view| view.head.context_id));
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => break ids,
-            }
-        }
-    };
+    let listed = |handle: &Engine, limit: u32| every_page(handle, limit, &[]);
     for limit in [1, 2, 100] {
         let mine = listed(&as_acme, limit);
         assert_eq!(mine.len(), 4, "limit {limit}");
@@ -427,25 +434,7 @@ fn names_listings_and_ids_are_per_tenant() {
             })
             .collect();
         for limit in [1, 3, 100] {
-            let mut ids = Vec::new();
-            let mut cursor = None;
-            loop {
-                let query = ListQuery {
-                    limit,
-                    cursor: cursor.take(),
-                    tags: tags
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    ..ListQuery::default()
-                };
-                let page = handle.list_contexts(&query).unwrap();
-                ids.extend(page.contexts.iter().map(|view| view.head.context_id));
-                match page.next_cursor {
-                    Some(next) => cursor = Some(next),
-                    None => break,
-                }
-            }
+            let ids = every_page(handle, limit, tags);
             assert_eq!(ids, expected, "{tenant_id:?} {tags:?} limit {limit}");
         }
         expected

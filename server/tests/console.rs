@@ -53,6 +53,21 @@ impl Answer {
     }
 }
 
+/// `POST /login` with `token` in the form (spaces as `+`) and `headers` (each ending in
+/// CRLF), on its own connection.
+fn login(console: SocketAddr, token: &str, headers: &str) -> Answer {
+    let body = format!("token={}", token.replace(' ', "+"));
+    send(
+        console,
+        &format!(
+            "POST /login HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nContent-Type: \
+             application/x-www-form-urlencoded\r\nContent-Length: {}\r\n{headers}\r\n",
+            body.len()
+        ),
+        body.as_bytes(),
+    )
+}
+
 /// One request on its own connection (`Connection: close`), raw.
 fn send(addr: SocketAddr, head: &str, body: &[u8]) -> Answer {
     let mut stream = TcpStream::connect(addr).unwrap();
@@ -649,18 +664,7 @@ fn off_loopback_the_console_needs_the_token() {
             .contains("<form method=\"post\" action=\"/login\">")
     );
 
-    let login = |token: &str| {
-        let body = format!("token={}", token.replace(' ', "+"));
-        send(
-            console,
-            &format!(
-                "POST /login HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nContent-Type: \
-                 application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            ),
-            body.as_bytes(),
-        )
-    };
+    let login = |token: &str| login(console, token, "");
     let wrong = login("guess");
     assert_eq!(wrong.status, 401);
     assert!(wrong.text().contains("not the server's token"));
@@ -732,18 +736,7 @@ fn wrong_tokens_are_rate_limited_and_the_cookie_is_secure_over_https() {
     let console = server.console_addr().unwrap();
     let free = ConsoleLimits::default().login_failures_free_max as usize;
 
-    let login = |token: &str, headers: &str| {
-        let body = format!("token={}", token.replace(' ', "+"));
-        send(
-            console,
-            &format!(
-                "POST /login HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nContent-Type: \
-                 application/x-www-form-urlencoded\r\nContent-Length: {}\r\n{headers}\r\n",
-                body.len()
-            ),
-            body.as_bytes(),
-        )
-    };
+    let login = |token: &str, headers: &str| login(console, token, headers);
     let statuses: Vec<u16> = (0..50)
         .map(|guess| {
             let answer = login(&format!("guess {guess}"), "");
@@ -974,18 +967,7 @@ fn a_tenants_console_shows_its_own_data_only() {
     let (acme_context, acme_turn) = write(ACME, "{\"content\":\"acme's own\"}");
     let (globex_context, globex_turn) = write(GLOBEX, "{\"content\":\"globex's secret\"}");
 
-    let login = |token: &str| {
-        let body = format!("token={token}");
-        send(
-            console,
-            &format!(
-                "POST /login HTTP/1.1\r\nHost: {console}\r\nConnection: close\r\nContent-Type: \
-                 application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            ),
-            body.as_bytes(),
-        )
-    };
+    let login = |token: &str| login(console, token, "");
     let signed_in = login(ACME);
     assert_eq!(signed_in.status, 303, "{}", signed_in.text());
     let cookie = signed_in.header("set-cookie").unwrap();
