@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use ctxstore_engine::quota::{Quota, TenantQuotas};
+use ctxstore_engine::tenants::TenantUsage;
 use ctxstore_engine::{Engine, EngineError, ErrorKind, TenantId};
 
 use crate::quota::Meters;
@@ -170,22 +171,50 @@ impl Tenants {
                 .tenant_id
                 .and_then(|tenant_id| usage.get(&tenant_id).copied())
                 .unwrap_or_default();
-            report.contexts = used.contexts;
-            report.streams_open = used.streams_open;
-            report.stored_bytes = used.bytes;
-            let engine_limits = store.quotas_of(&report.name);
-            report.limits[Quota::Contexts.index()] = engine_limits.contexts;
-            report.limits[Quota::Streams.index()] = engine_limits.streams;
-            report.limits[Quota::Bytes.index()] = engine_limits.bytes;
-            if let Some(meter) = self.meters.get(&report.name) {
-                report.connections = meter.connections();
-                report.refused = Quota::ALL.map(|quota| meter.refused(quota));
-                for quota in [Quota::Connections, Quota::AppendsPerS] {
-                    report.limits[quota.index()] = meter.limit(quota);
-                }
-            }
+            self.fill(store, report, used);
         }
         reports.into_values().collect()
+    }
+
+    /// `name`'s report alone (a tenant's own TENANT_LIST and console): what `reports` says of
+    /// it, without looking at every other tenant. `None` for a name neither the file in force
+    /// nor the store knows.
+    pub fn report_of(&self, store: &Engine, name: &str) -> Option<TenantReport> {
+        let tenancy = self.current();
+        let entry = tenancy.entries().iter().find(|entry| entry.name == name);
+        let tenant_id = store.tenant_by_name(name);
+        if entry.is_none() && tenant_id.is_none() {
+            return None;
+        }
+        let mut report = TenantReport {
+            name: name.to_string(),
+            tenant_id,
+            deleted: tenant_id.is_some_and(|tenant_id| store.tenant_deleted(tenant_id)),
+            in_file: entry.is_some(),
+            rights: entry.map(|entry| entry.rights).unwrap_or_default(),
+            ..TenantReport::default()
+        };
+        let used = tenant_id.map(|tenant_id| store.tenant_usage(tenant_id));
+        self.fill(store, &mut report, used.unwrap_or_default());
+        Some(report)
+    }
+
+    /// The usage, limits and refusals of `report`'s tenant, `used` being its engine usage.
+    fn fill(&self, store: &Engine, report: &mut TenantReport, used: TenantUsage) {
+        report.contexts = used.contexts;
+        report.streams_open = used.streams_open;
+        report.stored_bytes = used.bytes;
+        let engine_limits = store.quotas_of(&report.name);
+        report.limits[Quota::Contexts.index()] = engine_limits.contexts;
+        report.limits[Quota::Streams.index()] = engine_limits.streams;
+        report.limits[Quota::Bytes.index()] = engine_limits.bytes;
+        if let Some(meter) = self.meters.get(&report.name) {
+            report.connections = meter.connections();
+            report.refused = Quota::ALL.map(|quota| meter.refused(quota));
+            for quota in [Quota::Connections, Quota::AppendsPerS] {
+                report.limits[quota.index()] = meter.limit(quota);
+            }
+        }
     }
 }
 

@@ -342,20 +342,15 @@ fn me(viewer: &Viewer, params: &Params) -> Answer {
 /// tenant; none without a tenants file.
 fn tenants(console: &Console, viewer: &Viewer, params: &Params) -> Answer {
     params.only(&[])?;
-    let reports = console
-        .tenants
-        .as_ref()
-        .map(|tenants| tenants.reports(&console.engine))
-        .unwrap_or_default();
-    let own = match viewer {
-        Viewer::Operator => None,
-        Viewer::Tenant { name, .. } => Some(name.as_str()),
+    let reports = match (&console.tenants, viewer) {
+        (None, _) => Vec::new(),
+        (Some(tenants), Viewer::Operator) => tenants.reports(&console.engine),
+        (Some(tenants), Viewer::Tenant { name, .. }) => tenants
+            .report_of(&console.engine, name)
+            .into_iter()
+            .collect(),
     };
-    let listed: Vec<Value> = reports
-        .iter()
-        .filter(|report| own.is_none_or(|own| report.name == own))
-        .map(tenant_json)
-        .collect();
+    let listed: Vec<Value> = reports.iter().map(tenant_json).collect();
     Ok(http::json(StatusCode::OK, &json!({ "tenants": listed })))
 }
 

@@ -121,11 +121,14 @@ impl Scoped<'_> {
             return admin::TenantsListed::default();
         };
         let limit = list.limit as usize;
-        let own = (!self.session.is_operator()).then_some(self.session.tenant_name.as_str());
-        let mut page: Vec<admin::TenantWire> = tenants
-            .reports(&self.store)
+        let reports = if self.session.is_operator() {
+            tenants.reports(&self.store)
+        } else {
+            let own = tenants.report_of(&self.store, &self.session.tenant_name);
+            own.into_iter().collect()
+        };
+        let mut page: Vec<admin::TenantWire> = reports
             .into_iter()
-            .filter(|report| own.is_none_or(|own| report.name == own))
             .filter(|report| list.after.is_empty() || report.name.as_str() > list.after.as_str())
             .take(limit + 1)
             .map(tenant_wire)
