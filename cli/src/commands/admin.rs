@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{BackupReport, ClientError, ErrorCode, GcReport, ReplicationStats};
 use serde_json::{Value, json};
@@ -73,12 +72,12 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
         Ok(stats) => stats,
         // A tenant's token: the store's figures are the operator's; its own usage is its
         // TENANT_LIST entry, the only one it is answered.
-        Err(ClientError::Server {
-            code: ErrorCode::Unauthorized,
-            ..
-        }) if client.tenants().is_ok_and(|tenants| tenants.len() == 1) => {
-            return tenant_stats(client, out);
-        }
+        Err(
+            refused @ ClientError::Server {
+                code: ErrorCode::Unauthorized,
+                ..
+            },
+        ) => return tenant_stats(client, out, refused),
         Err(error) => return Err(error.into()),
     };
     let replication = match client.replication_stats() {
@@ -150,9 +149,14 @@ pub(crate) fn stats(client: &Client, out: &Output) -> anyhow::Result<()> {
 
 /// `stats` with a tenant's token: `{"tenants": {NAME: usage}}`, its own usage only (the
 /// operator's `stats` carries the same object for every tenant, beside the store's figures).
-fn tenant_stats(client: &Client, out: &Output) -> anyhow::Result<()> {
-    let tenants = client.tenants().context("asking the tenant's usage")?;
-    let value = json!({ "tenants": tenants_usage(&tenants) });
+/// Anything else (not a tenant's token, a server without tenants) is `refused`, STATS's
+/// answer.
+fn tenant_stats(client: &Client, out: &Output, refused: ClientError) -> anyhow::Result<()> {
+    let own = match client.tenants() {
+        Ok(own) if own.len() == 1 => own,
+        _ => return Err(refused.into()),
+    };
+    let value = json!({ "tenants": tenants_usage(&own) });
     if out.json {
         return out.line(&value);
     }
