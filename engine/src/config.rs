@@ -255,6 +255,12 @@ pub struct Limits {
     /// Streams open at once in the store (issue 32): each holds its bytes in memory until
     /// it is sealed or aborted.
     pub streams_open_max: u32,
+    /// Decoded vectors kept in memory for searches (decision 0033), in bytes: past it the
+    /// cache is emptied and refilled from the blobs.
+    pub vector_cache_bytes_max: u64,
+    /// Vectors one search may compare exactly (decision 0033 §3): a search over more is
+    /// refused with TOO_LARGE naming the limit, until the graph index serves it.
+    pub vector_scan_max: u64,
 }
 
 impl Default for Limits {
@@ -270,6 +276,8 @@ impl Default for Limits {
             queue_depth_max: 4096,
             read_turns_max: 10_000,
             streams_open_max: 4096,
+            vector_cache_bytes_max: 1024 * 1024 * 1024,
+            vector_scan_max: 2_000_000,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod retention;
 pub mod streams;
 pub mod tenants;
 pub mod turns;
+pub mod vectors;
 pub mod watch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +79,8 @@ pub(crate) struct Inner {
     reaper: Mutex<Option<Reaper>>,
     /// Where a chunked write finds its base manifest (`chunks.rs`).
     pub(crate) base_hints: BaseHints,
+    /// Decoded vectors blobs, for searches (`vector_search.rs`).
+    pub(crate) vector_cache: crate::vector_search::VectorCache,
 }
 
 impl Engine {

@@ -102,6 +102,9 @@ pub enum EngineError {
     NameTaken { name: String, context_id: ContextId },
     #[error("no context is named {0:?}")]
     NameNotFound(String),
+    /// No such vector index of the caller's tenant (decision 0033): the text names it.
+    #[error("no {0}; create it first (VECTOR_INDEX_CREATE, `ctxstore index create`)")]
+    VectorIndexNotFound(String),
     #[error("store is read-only: {0}")]
     ReadOnly(String),
     /// A write refused because this store is not the primary (a standby, a fenced primary):
@@ -179,6 +182,7 @@ impl EngineError {
             | EngineError::BlobNotFound(_)
             | EngineError::ReferencedBlobNotFound(_)
             | EngineError::NameNotFound(_)
+            | EngineError::VectorIndexNotFound(_)
             | EngineError::MissingChunks { .. }
             | EngineError::StreamNotFound(_) => ErrorKind::NotFound,
             EngineError::StreamEnded { .. } => ErrorKind::StreamEnded,
@@ -250,6 +254,9 @@ impl EngineError {
                 max: *max,
             },
             EngineError::InvalidArgument(text) => EngineError::InvalidArgument(text.clone()),
+            EngineError::VectorIndexNotFound(text) => {
+                EngineError::VectorIndexNotFound(text.clone())
+            }
             EngineError::Redacted(turn_id) => EngineError::Redacted(*turn_id),
             EngineError::Limit { what, limit } => EngineError::Limit {
                 what,

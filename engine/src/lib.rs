@@ -38,6 +38,7 @@
 //! | `sequencer/dead.rs` | `DeadTurns`: what garbage collection collected, a bitmap by TurnID | — | a dead turn stays dead |
 //! | `sequencer/overlays.rs` | `Overlays` (decision 0012): patches, redactions, purged blobs; a turn's view | do I/O | a redaction is last and holds in every view |
 //! | `sequencer/tenants.rs` | `Tenants` (decision 0032): tenant names ↔ TenantIds, as the tenant records (op 20) build it; published with the contexts | do I/O | ids dense from 1 in log order, never given twice; a name registered once |
+//! | `sequencer/vector_indexes.rs` | `VectorIndexes` (decision 0033): each tenant's vector indexes as the index records (ops 23, 24) build them, and their live vectors; published with the contexts | do I/O | ids per tenant dense from 1 in log order, never given twice; an entry's vectors name a live index when written |
 //! | `sequencer/contexts.rs` | `Contexts`: each context's tenant, names, tags, key-value entries (with their TTLs and the expiry index), inheritance, the indexes, turn keys | do I/O | names unique; ≤ 32 tags; turn keys unique per context; every entry with an expiry is in the expiry index, and only those |
 //! | `sequencer/streams.rs` | `Streams` (issue 32): open streams (a turn in the making: its open's options, its bytes) and the ended ones kept; `StreamsView`, the snapshot readers read and wait on (a wake slot per stream id modulo 1,024: a batch wakes the readers of the streams it wrote) | do I/O | a delta continues its stream exactly at its length; an ended stream never reopens; one whose records a compaction dropped is unknown, before a restart as after |
 //! | `sequencer/watch.rs` | `WatchLog` (issue 32): the bounded log of events watchers read, sequence numbers = record ids; `WatchView` | do I/O | events in record order; a watcher older than the log is told it lagged |
@@ -58,6 +59,7 @@
 //! | `threads.rs` | engine threads: a compio runtime per `ThreadPlacement`, its actors | — | an actor that panics aborts the process |
 //! | `chunks.rs` | chunked blobs (decision 0013): manifests read and resolved, `read_payload`, what GC keeps | write files | a manifest is trusted only once checked against its chunks |
 //! | `read.rs` | every read: the tip, the walk, depth windows, page assembly, payloads | ask actors | every walked link checked |
+//! | `vector_search.rs` | the exact vector search's parts (decision 0033 §3): `VectorCache` (decoded vectors blobs by address, bounded by bytes), an entry's best score, the ranking | read or write files | ranks are total: best first, equal scores in key order |
 //! | `log_compaction.rs` | the round's last step: `turns.base` written, renamed in, published, the log punched | decide what goes (`gc/plan_log.rs`) | the base is durable and checked before any slot leaves the log |
 //! | `gc/` | the garbage collector (decision 0011), one file per phase of a round; pins, the scheduler | remove anything itself | nothing is swept before the round's gc-dead records are durable |
 //! | `engine/append.rs` | the caller's side of every write that stores blobs: one route (`BlobPlan`) | write files | an append waits for one overlapped fsync |
@@ -73,6 +75,7 @@
 //! | `engine/retention.rs` | delete, prune, TTL, and the `Reaper` thread (idle contexts; expired key-value entries, decision 0028) | decide a floor, a delete or an expiry itself | an expiry is a delete record like any other; a key-value expiry is a compare-and-delete the sequencer checks |
 //! | `engine/tenants.rs` | tenants, the caller's side: `register_tenant` (a name's TenantId, the sequencer's record), `tenant_by_name`, `tenants` | ask the sequencer for a read | — |
 //! | `engine/turns.rs` | turns for agent frameworks, reads only: extras, keys, the turn log, the window | ask the sequencer | — |
+//! | `engine/vectors.rs` | vector search, the caller's side (decision 0033): index create, drop, list (the sequencer's records); `kv_put_vectors` (a vectors blob beside each value); `vector_search` over one snapshot | ask the sequencer for a read | a search answers only what a read of its snapshot would |
 //! | `engine/open.rs` | `Engine::open`: recover → publish → start actors → start background work | — | a failed step stops what the steps before it started |
 //! | `engine.rs` | `Engine`: the handle and its scope (`scoped`, decision 0032), reads, stats, shutdown | write files (actors do) | an append is answered only after its blobs and turn records are durable |
 //! | `verify.rs` | the offline checker: checksums, every blob's hash, the DAG, skip pointers | write | — |
@@ -110,6 +113,7 @@ mod status;
 pub mod store_dir;
 mod tail;
 mod threads;
+mod vector_search;
 pub mod verify;
 
 pub use config::{
@@ -124,7 +128,8 @@ pub use file::api as files;
 pub use file::sim as simulated_disk;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
 pub use engine::{
-    backup, contexts, cut, follow, id_floors, overlays, retention, streams, tenants, turns, watch,
+    backup, contexts, cut, follow, id_floors, overlays, retention, streams, tenants, turns,
+    vectors, watch,
 };
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;

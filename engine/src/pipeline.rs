@@ -51,7 +51,7 @@ use crate::blob::condemned::Condemned;
 use crate::error::EngineError;
 use crate::format::blob_index::IndexEntry;
 use crate::format::context_meta::ContextMeta;
-use crate::format::context_meta::OverlayKind;
+use crate::format::context_meta::{OverlayKind, VectorIndexRecord};
 use crate::format::pack::EncodedBlob;
 use crate::format::stream_meta::StreamOpen;
 use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
@@ -62,6 +62,7 @@ use crate::model::{
 use crate::sequencer::contexts::Contexts;
 use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::streams::{StreamId, StreamInfo, StreamOwner};
+use crate::sequencer::vector_indexes::VectorIndexInfo;
 
 /// The blob a turn names: what the sequencer needs to write a turn record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -371,8 +372,25 @@ pub(crate) enum SequencerRequest {
         tenant_id: TenantId,
         reply: oneshot::Sender<Result<TenantId, EngineError>>,
     },
+    /// Creates or drops a vector index (decision 0033, `sequencer/actor/vector_indexes.rs`).
+    /// Answered once its record is durable.
+    VectorIndex {
+        change: VectorIndexChange,
+        reply: oneshot::Sender<Result<VectorIndexInfo, EngineError>>,
+    },
     /// Finish the queue and stop.
     Stop { done: StopReply },
+}
+
+/// What a `SequencerRequest::VectorIndex` asks.
+#[derive(Debug)]
+pub(crate) enum VectorIndexChange {
+    /// The index as asked (`index_id` 0: the sequencer gives it; `ef_search` 0: the default).
+    Create(VectorIndexRecord),
+    Drop {
+        tenant_id: TenantId,
+        name: String,
+    },
 }
 
 /// What a `SequencerRequest::Stream` asks (issue 32).

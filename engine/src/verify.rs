@@ -51,6 +51,9 @@ pub struct VerifyReport {
     /// Of those, bodies of deleted tenants (decision 0032 §6): their keys are destroyed, so
     /// they are checked by their checksums only until a collection takes them.
     pub erased: u64,
+    /// Vectors blobs of live key-value entries checked: each decodes, holds the count its
+    /// entry's record says and has its index's dimension (decision 0033).
+    pub vectors_blobs: u64,
     /// Damage and broken invariants, each naming file and offset where there is one.
     pub problems: Vec<String>,
     /// Harmless findings, such as a torn tail the next open will cut.
@@ -87,6 +90,9 @@ impl fmt::Display for VerifyReport {
             self.blobs, self.stored_bytes
         )?;
         writeln!(f, "logical   {} bytes", self.logical_bytes)?;
+        if self.vectors_blobs > 0 {
+            writeln!(f, "vectors   {} blobs checked", self.vectors_blobs)?;
+        }
         if self.sealed > 0 {
             write!(f, "sealed    {} blob bodies", self.sealed)?;
             if self.erased > 0 {
@@ -185,7 +191,73 @@ pub fn verify_sealed(
         pending_metadata_tail(pending, scan.tail),
     );
     count_state(&mut report, &replay.state);
+    verify_vectors(&mut report, &replay.state, &views);
     Ok(report)
+}
+
+/// Every live key-value entry's vectors blob (decision 0033 §2): found, decoded, of its
+/// record's count and its index's dimension. A sealed store's blobs open only with the master
+/// key; without it their checksums were checked with the rest.
+fn verify_vectors(report: &mut VerifyReport, state: &RecoveredLog, views: &[ShardView]) {
+    let Some(first) = views.first() else {
+        return;
+    };
+    if first.keys.checks_only() && report.sealed > 0 {
+        return;
+    }
+    let contexts = &state.contexts;
+    for context_id in 1..=contexts.count() {
+        let context_id = crate::ids::ContextId(context_id);
+        let Some(info) = contexts.get(context_id).filter(|info| !info.deleted) else {
+            continue;
+        };
+        for (key, value) in info.kv.iter() {
+            let Some(vectors) = value.vectors else {
+                continue;
+            };
+            let Some(index) = contexts
+                .vector_indexes
+                .get(info.tenant_id, vectors.index_id)
+            else {
+                continue; // a dropped index's vectors: no search reads them
+            };
+            let problem = match check_vectors_blob(views, &vectors, usize::from(index.dims)) {
+                Ok(()) => {
+                    report.vectors_blobs += 1;
+                    continue;
+                }
+                Err(problem) => problem,
+            };
+            report.problems.push(format!(
+                "context {context_id}, key {:?}: vectors blob {}: {problem}",
+                String::from_utf8_lossy(key),
+                vectors.hash
+            ));
+        }
+    }
+}
+
+fn check_vectors_blob(
+    views: &[ShardView],
+    vectors: &crate::format::context_meta::KvVectors,
+    dims: usize,
+) -> Result<(), String> {
+    let shard = &views[usize::from(vectors.hash.shard(views.len() as u16))];
+    let location = shard
+        .find(&vectors.hash)
+        .map_err(|error| error.to_string())?;
+    let bytes = crate::chunks::read_payload(views, &vectors.hash, location)
+        .map_err(|error| error.to_string())?;
+    let decoded = crate::format::vectors::decode(&bytes).map_err(|error| error.to_string())?;
+    if decoded.dims != dims || decoded.count() != usize::from(vectors.count) {
+        return Err(format!(
+            "holds {} vectors of {} dimensions; its record says {} of its index's {dims}",
+            decoded.count(),
+            decoded.dims,
+            vectors.count
+        ));
+    }
+    Ok(())
 }
 
 /// Every shard's records checked (sealed ones opened with the master key, when given), and

@@ -669,6 +669,7 @@ fn apply(engine: &mut Engine, model: &mut Model, dir: &std::path::Path, op: Op) 
                 value_len: value.len() as u32,
                 ttl_ms,
                 expires_at_unix_ms: ttl_ms,
+                vectors: None,
             }]));
             if ttl_ms == KV_TTL_EXPIRING_MS {
                 // Past its expiry before the next op reads: gone from every read.

@@ -92,6 +92,11 @@ impl<'a> LeReader<'a> {
     pub fn u64(&mut self) -> Result<u64, ShortRead> {
         self.array().map(u64::from_le_bytes)
     }
+
+    /// An IEEE 754 single (a vector's component); NaN and infinities are the caller's to refuse.
+    pub fn f32(&mut self) -> Result<f32, ShortRead> {
+        self.array().map(f32::from_le_bytes)
+    }
 }
 
 /// `N` bytes at a constant offset of a record whose length was checked.

@@ -10,7 +10,8 @@
 //! - `payloads`: how a payload is shown to people (codec names, JSON / text / image /
 //!   binary, a one-line preview), for the CLI's `tree` and the web console alike;
 //! - `chunking`: how payloads are cut into chunks (FastCDC 2020) and the default sizes, so
-//!   that chunks a client cuts dedup against the ones the server cuts.
+//!   that chunks a client cuts dedup against the ones the server cuts;
+//! - `vectors`: vector search's metrics, their scores and limits (decision 0033).
 //!
 //! It does no I/O and knows nothing of files or frames: the on-disk formats stay in the
 //! engine, the wire formats in the protocol (both read through `le`).
@@ -24,6 +25,7 @@ pub mod labels;
 pub mod le;
 pub mod limits;
 pub mod payloads;
+pub mod vectors;
 
 pub use chunking::ChunkingConfig;
 pub use ids::{BlobHash, BlobHashBuildHasher, ContextId, TurnId};

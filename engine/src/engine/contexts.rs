@@ -214,11 +214,25 @@ impl Engine {
                 ttl_ms,
                 // The sequencer sets the instant from its clock when it writes the record.
                 expires_at_unix_ms: 0,
+                vectors: None,
             });
             values.push((hash, value));
         }
-        // Every value is durable before the record that names it, in one shard group commit.
-        // A value a garbage collection swept in between is stored again (`SWEPT_RETRIES_MAX`).
+        self.put_kv_entries(context_id, stored, values, if_absent)
+            .await
+    }
+
+    /// Stores `values` (the blobs `stored` names: values, and vectors) and then the one
+    /// record of `stored`.
+    pub(crate) async fn put_kv_entries(
+        &self,
+        context_id: ContextId,
+        stored: Vec<KvEntry>,
+        values: Vec<(BlobHash, Bytes)>,
+        if_absent: bool,
+    ) -> Result<(), EngineError> {
+        // Every blob is durable before the record that names it, in one shard group commit.
+        // A blob a garbage collection swept in between is stored again (`SWEPT_RETRIES_MAX`).
         let mut attempts = 0;
         loop {
             self.store_blobs(values.clone()).await?;
@@ -545,7 +559,7 @@ fn matches_query(info: &ContextInfo, query: &ListQuery) -> bool {
             .is_none_or(|before| info.updated_at_unix_ms < before)
 }
 
-fn check_kv_count(count: usize) -> Result<(), EngineError> {
+pub(crate) fn check_kv_count(count: usize) -> Result<(), EngineError> {
     if count == 0 || count > KV_ENTRIES_PER_REQUEST_MAX {
         return Err(EngineError::Limit {
             what: "key-value entries per request (1..=128)",
@@ -555,7 +569,7 @@ fn check_kv_count(count: usize) -> Result<(), EngineError> {
     Ok(())
 }
 
-fn check_kv_ttl(ttl_ms: u64) -> Result<(), EngineError> {
+pub(crate) fn check_kv_ttl(ttl_ms: u64) -> Result<(), EngineError> {
     if ttl_ms > TTL_MS_MAX {
         return Err(EngineError::InvalidArgument(format!(
             "a key-value TTL is at most 100 years ({TTL_MS_MAX} ms); asked {ttl_ms} ms"
@@ -564,7 +578,7 @@ fn check_kv_ttl(ttl_ms: u64) -> Result<(), EngineError> {
     Ok(())
 }
 
-fn check_kv_key(key: &[u8]) -> Result<(), EngineError> {
+pub(crate) fn check_kv_key(key: &[u8]) -> Result<(), EngineError> {
     if key.is_empty() || key.len() > KV_KEY_BYTES_MAX {
         return Err(EngineError::Limit {
             what: "a key's bytes (1..=256)",

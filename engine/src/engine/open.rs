@@ -108,6 +108,8 @@ impl Engine {
                     return Err(error);
                 }
             };
+        let vector_cache =
+            crate::vector_search::VectorCache::new(config.limits.vector_cache_bytes_max);
         let engine = Engine {
             inner: Arc::new(Inner {
                 published,
@@ -121,6 +123,7 @@ impl Engine {
                 lock: Mutex::new(Some(lock)),
                 reaper: Mutex::new(Some(background.reaper)),
                 base_hints: BaseHints::default(),
+                vector_cache,
             }),
             scope: Scope::Store,
             addressing: crate::seal::Addressing::Plain,

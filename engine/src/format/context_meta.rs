@@ -32,6 +32,9 @@
 //! ```
 
 use ctxstore_vocab::le::{self, LeReader, ShortRead};
+use ctxstore_vocab::vectors::{
+    Metric, VECTOR_DIMS_MAX, VECTOR_EF_SEARCH_MAX, VECTORS_PER_ENTRY_MAX, is_index_name,
+};
 
 use crate::format::RecordError;
 use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
@@ -73,13 +76,25 @@ const OP_SKIP_CONTEXTS: u16 = 19;
 pub const OP_TENANT: u16 = 20;
 /// A tenant deleted (decision 0032 §6; store-wide): its contexts are deleted with it.
 pub const OP_TENANT_DELETED: u16 = 21;
+/// A key-value put of which some entry carries vectors (decision 0033): every entry with its
+/// TTL and expiry, and its vectors blob when it has one.
+const OP_KV_PUT_VECTORS: u16 = 22;
+/// A vector index created (decision 0033; store-wide, like a tenant record).
+pub const OP_VECTOR_INDEX: u16 = 23;
+/// A vector index dropped (store-wide).
+pub const OP_VECTOR_INDEX_DROPPED: u16 = 24;
 const OVERLAY_PATCH: u8 = 1;
 const OVERLAY_REDACT: u8 = 2;
 
-/// Whether records of `op` name no context (`context_id` 0): gc-dead, purge and the tenant
-/// records.
+/// Whether records of `op` name no context (`context_id` 0): gc-dead, purge, the tenant
+/// and the vector index records.
 pub fn is_store_wide(op: u16) -> bool {
-    op == OP_GC_DEAD || op == OP_PURGE || op == OP_TENANT || op == OP_TENANT_DELETED
+    op == OP_GC_DEAD
+        || op == OP_PURGE
+        || op == OP_TENANT
+        || op == OP_TENANT_DELETED
+        || op == OP_VECTOR_INDEX
+        || op == OP_VECTOR_INDEX_DROPPED
 }
 
 /// What an overlay does to its turn's payload.
@@ -103,6 +118,31 @@ pub struct KvEntry {
     /// When it expires (unix ms; 0 with `ttl_ms` 0). The sequencer sets it from its clock:
     /// the record carries the instant, so replay needs no clock.
     pub expires_at_unix_ms: u64,
+    /// Its vectors (decision 0033), if it has any.
+    pub vectors: Option<KvVectors>,
+}
+
+/// A key-value entry's vectors: a blob (`format::vectors`) of `count` vectors of one index.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct KvVectors {
+    pub hash: BlobHash,
+    pub len: u32,
+    /// The index (`VectorIndexRecord::index_id`) of the entry's tenant they belong to.
+    pub index_id: u32,
+    /// 1..=64.
+    pub count: u8,
+}
+
+/// A vector index as its record creates it (decision 0033 §1).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct VectorIndexRecord {
+    pub tenant_id: TenantId,
+    /// The tenant's id of the index, from 1, never given twice within the tenant.
+    pub index_id: u32,
+    pub dims: u16,
+    pub metric: Metric,
+    pub ef_search: u16,
+    pub name: String,
 }
 
 /// A key-value entry's TTL as a touch sets it, or its expiry as the reaper found it.
@@ -165,6 +205,13 @@ pub enum ContextMeta {
     /// A tenant deleted (store-wide, decision 0032 §6): every context of it still live is
     /// deleted here, and the tenant is gone for good (its id and name are never given again).
     TenantDeleted(TenantId),
+    /// A vector index created (store-wide, decision 0033).
+    VectorIndex(VectorIndexRecord),
+    /// A vector index dropped (store-wide): its vectors answer no search from here on.
+    VectorIndexDropped {
+        tenant_id: TenantId,
+        index_id: u32,
+    },
 }
 
 impl ContextMeta {
@@ -173,6 +220,9 @@ impl ContextMeta {
             ContextMeta::Name(_) => OP_NAME,
             ContextMeta::Tags(_) => OP_TAGS,
             // Stores written before TTLs keep their op: a put without one is op 3 still.
+            ContextMeta::KvPut(entries) if entries.iter().any(|entry| entry.vectors.is_some()) => {
+                OP_KV_PUT_VECTORS
+            }
             ContextMeta::KvPut(entries) if entries.iter().any(|entry| entry.ttl_ms > 0) => {
                 OP_KV_PUT_TTL
             }
@@ -190,6 +240,8 @@ impl ContextMeta {
             ContextMeta::SkipContexts => OP_SKIP_CONTEXTS,
             ContextMeta::Tenant { .. } => OP_TENANT,
             ContextMeta::TenantDeleted(_) => OP_TENANT_DELETED,
+            ContextMeta::VectorIndex(_) => OP_VECTOR_INDEX,
+            ContextMeta::VectorIndexDropped { .. } => OP_VECTOR_INDEX_DROPPED,
         }
     }
 
@@ -207,7 +259,7 @@ impl ContextMeta {
             }
             ContextMeta::Tags(changes) => encode_tags(&mut out, changes),
             ContextMeta::KvPut(entries) => {
-                encode_kv_put(&mut out, entries, self.op() == OP_KV_PUT_TTL);
+                encode_kv_put(&mut out, entries, self.op());
             }
             ContextMeta::KvTouch(entries) => encode_kv_expiries(&mut out, entries, true),
             ContextMeta::KvExpire(entries) => encode_kv_expiries(&mut out, entries, false),
@@ -249,18 +301,19 @@ impl ContextMeta {
                 }
             }
             ContextMeta::Purge(hash) => out.extend_from_slice(&hash.0),
-            ContextMeta::Tenant { tenant_id, name } => {
-                assert!(
-                    !tenant_id.is_operator(),
-                    "the operator is registered by no record"
-                );
-                assert!(is_tenant_name(name), "tenant name checked on admission");
-                out.extend_from_slice(&tenant_id.0.to_le_bytes());
-                out.extend_from_slice(name.as_bytes());
-            }
+            ContextMeta::Tenant { tenant_id, name } => encode_tenant(&mut out, *tenant_id, name),
             ContextMeta::TenantDeleted(tenant_id) => {
                 assert!(!tenant_id.is_operator(), "the operator is never deleted");
                 out.extend_from_slice(&tenant_id.0.to_le_bytes());
+            }
+            ContextMeta::VectorIndex(index) => encode_vector_index(&mut out, index),
+            ContextMeta::VectorIndexDropped {
+                tenant_id,
+                index_id,
+            } => {
+                assert!(*index_id > 0, "index ids start at 1");
+                out.extend_from_slice(&tenant_id.0.to_le_bytes());
+                out.extend_from_slice(&index_id.to_le_bytes());
             }
         }
         out
@@ -280,7 +333,7 @@ impl ContextMeta {
                 ContextMeta::Name(name.to_owned())
             }
             OP_TAGS => decode_tags(&mut reader)?,
-            OP_KV_PUT | OP_KV_PUT_TTL => decode_kv_put(&mut reader, op)?,
+            OP_KV_PUT | OP_KV_PUT_TTL | OP_KV_PUT_VECTORS => decode_kv_put(&mut reader, op)?,
             OP_KV_TOUCH | OP_KV_EXPIRE => decode_kv_expiries(&mut reader, op)?,
             OP_KV_DELETE => {
                 let count = reader.count()?;
@@ -313,6 +366,18 @@ impl ContextMeta {
                 }
                 tenant_id => ContextMeta::TenantDeleted(tenant_id),
             },
+            OP_VECTOR_INDEX => decode_vector_index(&mut reader)?,
+            OP_VECTOR_INDEX_DROPPED => {
+                let tenant_id = TenantId(reader.u32()?);
+                let index_id = reader.u32()?;
+                if index_id == 0 {
+                    return Err(RecordError::Field("vector index dropped names index 0"));
+                }
+                ContextMeta::VectorIndexDropped {
+                    tenant_id,
+                    index_id,
+                }
+            }
             _ => return Err(RecordError::Field("unknown context metadata op")),
         };
         if reader.le.remaining() != 0 {
@@ -323,6 +388,17 @@ impl ContextMeta {
 }
 
 /// A tenant body: a TenantId other than the operator's, then a tenant name (the rest).
+fn encode_tenant(out: &mut Vec<u8>, tenant_id: TenantId, name: &str) {
+    assert!(
+        !tenant_id.is_operator(),
+        "the operator is registered by no record"
+    );
+    assert!(is_tenant_name(name), "tenant name checked on admission");
+    out.extend_from_slice(&tenant_id.0.to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+}
+
+/// The pair of `encode_tenant`.
 fn decode_tenant(reader: &mut Reader<'_>) -> Result<ContextMeta, RecordError> {
     let tenant_id = TenantId(reader.u32()?);
     if tenant_id.is_operator() {
@@ -448,7 +524,7 @@ fn decode_kv_put(reader: &mut Reader<'_>, op: u16) -> Result<ContextMeta, Record
         let key = reader.key()?;
         let value_hash = BlobHash(reader.array()?);
         let value_len = reader.u32()?;
-        let (ttl_ms, expires_at_unix_ms) = if op == OP_KV_PUT_TTL {
+        let (ttl_ms, expires_at_unix_ms) = if op == OP_KV_PUT_TTL || op == OP_KV_PUT_VECTORS {
             let ttl_ms = reader.u64()?;
             let expires_at_unix_ms = reader.u64()?;
             check_expiry(ttl_ms, expires_at_unix_ms)?;
@@ -456,18 +532,108 @@ fn decode_kv_put(reader: &mut Reader<'_>, op: u16) -> Result<ContextMeta, Record
         } else {
             (0, 0)
         };
+        let vectors = if op == OP_KV_PUT_VECTORS {
+            decode_kv_vectors(reader)?
+        } else {
+            None
+        };
         entries.push(KvEntry {
             key,
             value_hash,
             value_len,
             ttl_ms,
             expires_at_unix_ms,
+            vectors,
         });
     }
     if op == OP_KV_PUT_TTL && entries.iter().all(|entry| entry.ttl_ms == 0) {
         return Err(RecordError::Field("kv put ttl record without a TTL"));
     }
+    if op == OP_KV_PUT_VECTORS && entries.iter().all(|entry| entry.vectors.is_none()) {
+        return Err(RecordError::Field("kv put vectors record without vectors"));
+    }
     Ok(ContextMeta::KvPut(entries))
+}
+
+/// An entry's vectors in a vectors put: `u8` 0 (none) or 1, then the blob's hash and length,
+/// the index id (≥ 1) and the count (1..=64).
+fn decode_kv_vectors(reader: &mut Reader<'_>) -> Result<Option<KvVectors>, RecordError> {
+    match reader.u8()? {
+        0 => Ok(None),
+        1 => {
+            let hash = BlobHash(reader.array()?);
+            let len = reader.u32()?;
+            let index_id = reader.u32()?;
+            let count = reader.u8()?;
+            if index_id == 0 {
+                return Err(RecordError::Field("kv vectors name index 0"));
+            }
+            if count == 0 || count as usize > VECTORS_PER_ENTRY_MAX {
+                return Err(RecordError::Field("kv vectors count is not 1..=64"));
+            }
+            Ok(Some(KvVectors {
+                hash,
+                len,
+                index_id,
+                count,
+            }))
+        }
+        _ => Err(RecordError::Field("kv vectors flag is not 0 or 1")),
+    }
+}
+
+/// A vector index body: tenant, index id (≥ 1), dims (1..=4,096), metric, reserved 0,
+/// `ef_search` (1..=4,096), then the name (the rest, 1..=64 bytes of UTF-8).
+fn encode_vector_index(out: &mut Vec<u8>, index: &VectorIndexRecord) {
+    assert!(index.index_id > 0, "index ids start at 1");
+    assert!((1..=VECTOR_DIMS_MAX).contains(&(index.dims as usize)));
+    assert!((1..=VECTOR_EF_SEARCH_MAX).contains(&index.ef_search));
+    assert!(
+        is_index_name(&index.name),
+        "index name checked on admission"
+    );
+    out.extend_from_slice(&index.tenant_id.0.to_le_bytes());
+    out.extend_from_slice(&index.index_id.to_le_bytes());
+    out.extend_from_slice(&index.dims.to_le_bytes());
+    out.push(index.metric.code());
+    out.push(0);
+    out.extend_from_slice(&index.ef_search.to_le_bytes());
+    out.extend_from_slice(index.name.as_bytes());
+}
+
+/// The pair of `encode_vector_index`.
+fn decode_vector_index(reader: &mut Reader<'_>) -> Result<ContextMeta, RecordError> {
+    let tenant_id = TenantId(reader.u32()?);
+    let index_id = reader.u32()?;
+    let dims = reader.u16()?;
+    let metric = Metric::from_code(reader.u8()?)
+        .ok_or(RecordError::Field("vector index of an unknown metric"))?;
+    if reader.u8()? != 0 {
+        return Err(RecordError::Field("vector index reserved byte is not 0"));
+    }
+    let ef_search = reader.u16()?;
+    let name = std::str::from_utf8(reader.take_rest())
+        .ok()
+        .filter(|name| is_index_name(name))
+        .ok_or(RecordError::Field(
+            "vector index name is not 1..=64 bytes of UTF-8",
+        ))?;
+    if index_id == 0
+        || !(1..=VECTOR_DIMS_MAX).contains(&(dims as usize))
+        || !(1..=VECTOR_EF_SEARCH_MAX).contains(&ef_search)
+    {
+        return Err(RecordError::Field(
+            "vector index id, dimension or breadth out of range",
+        ));
+    }
+    Ok(ContextMeta::VectorIndex(VectorIndexRecord {
+        tenant_id,
+        index_id,
+        dims,
+        metric,
+        ef_search,
+        name: name.to_owned(),
+    }))
 }
 
 /// The pair of `encode_kv_expiries`: a touch (`OP_KV_TOUCH`) or an expiry.
@@ -518,9 +684,11 @@ fn encode_tags(out: &mut Vec<u8>, changes: &[(String, Option<String>)]) {
     }
 }
 
-/// A key-value put: `u16 count`, then each entry's key, value hash and length, and (with a
-/// TTL, op `OP_KV_PUT_TTL`) its TTL and expiry.
-fn encode_kv_put(out: &mut Vec<u8>, entries: &[KvEntry], with_ttl: bool) {
+/// A key-value put: `u16 count`, then each entry's key, value hash and length, (with a TTL,
+/// op `OP_KV_PUT_TTL`, and always in `OP_KV_PUT_VECTORS`) its TTL and expiry, and (op
+/// `OP_KV_PUT_VECTORS`) its vectors (`decode_kv_vectors`).
+fn encode_kv_put(out: &mut Vec<u8>, entries: &[KvEntry], op: u16) {
+    let with_ttl = op == OP_KV_PUT_TTL || op == OP_KV_PUT_VECTORS;
     assert!(entries.len() <= KV_ENTRIES_PER_REQUEST_MAX);
     out.extend_from_slice(&(entries.len() as u16).to_le_bytes());
     for entry in entries {
@@ -535,6 +703,22 @@ fn encode_kv_put(out: &mut Vec<u8>, entries: &[KvEntry], with_ttl: bool) {
         if with_ttl {
             out.extend_from_slice(&entry.ttl_ms.to_le_bytes());
             out.extend_from_slice(&entry.expires_at_unix_ms.to_le_bytes());
+        }
+        if op == OP_KV_PUT_VECTORS {
+            match &entry.vectors {
+                None => out.push(0),
+                Some(vectors) => {
+                    assert!(vectors.index_id > 0);
+                    assert!((1..=VECTORS_PER_ENTRY_MAX).contains(&(vectors.count as usize)));
+                    out.push(1);
+                    out.extend_from_slice(&vectors.hash.0);
+                    out.extend_from_slice(&vectors.len.to_le_bytes());
+                    out.extend_from_slice(&vectors.index_id.to_le_bytes());
+                    out.push(vectors.count);
+                }
+            }
+        } else {
+            assert!(entry.vectors.is_none(), "vectors only in a vectors put");
         }
     }
 }
@@ -638,8 +822,49 @@ impl<'a> Reader<'a> {
 mod tests {
     use super::*;
 
-    fn samples() -> Vec<ContextMeta> {
+    /// Records of decision 0033: a put with vectors, an index created and dropped.
+    fn vector_samples() -> Vec<ContextMeta> {
         vec![
+            ContextMeta::KvPut(vec![
+                KvEntry {
+                    key: b"mem/v".to_vec(),
+                    value_hash: BlobHash::of(b"v"),
+                    value_len: 1,
+                    ttl_ms: 0,
+                    expires_at_unix_ms: 0,
+                    vectors: Some(KvVectors {
+                        hash: BlobHash::of(b"vectors"),
+                        len: 20,
+                        index_id: 3,
+                        count: 2,
+                    }),
+                },
+                KvEntry {
+                    key: b"mem/w".to_vec(),
+                    value_hash: BlobHash::of(b"w"),
+                    value_len: 1,
+                    ttl_ms: 30_000,
+                    expires_at_unix_ms: 1_800_000_030_000,
+                    vectors: None,
+                },
+            ]),
+            ContextMeta::VectorIndex(VectorIndexRecord {
+                tenant_id: TenantId(2),
+                index_id: 1,
+                dims: 384,
+                metric: Metric::InnerProduct,
+                ef_search: 128,
+                name: "lgs:memories".into(),
+            }),
+            ContextMeta::VectorIndexDropped {
+                tenant_id: TenantId::OPERATOR,
+                index_id: 9,
+            },
+        ]
+    }
+
+    fn samples() -> Vec<ContextMeta> {
+        let mut samples = vec![
             ContextMeta::Name("thread-42/ns".into()),
             ContextMeta::Tags(vec![
                 ("status".into(), Some("suspended".into())),
@@ -651,6 +876,7 @@ mod tests {
                 value_len: 5,
                 ttl_ms: 0,
                 expires_at_unix_ms: 0,
+                vectors: None,
             }]),
             ContextMeta::KvPut(vec![
                 KvEntry {
@@ -659,6 +885,7 @@ mod tests {
                     value_len: 1,
                     ttl_ms: 30_000,
                     expires_at_unix_ms: 1_800_000_030_000,
+                    vectors: None,
                 },
                 KvEntry {
                     key: b"mem/b".to_vec(),
@@ -666,6 +893,7 @@ mod tests {
                     value_len: 1,
                     ttl_ms: 0,
                     expires_at_unix_ms: 0,
+                    vectors: None,
                 },
             ]),
             ContextMeta::KvTouch(vec![KvExpiry {
@@ -701,7 +929,9 @@ mod tests {
                 name: "acme-corp_2".into(),
             },
             ContextMeta::TenantDeleted(TenantId(3)),
-        ]
+        ];
+        samples.extend(vector_samples());
+        samples
     }
 
     #[test]
@@ -717,11 +947,12 @@ mod tests {
             let body = meta.encode();
             for cut in 0..body.len() {
                 let decoded = ContextMeta::decode(meta.op(), &body[..cut]);
-                // A name cut short is still a name (a tenant's after its id); every other
-                // body cut short is an error.
+                // A name cut short is still a name (a tenant's after its id, an index's after
+                // its 14 fixed bytes); every other body cut short is an error.
                 let still_named = match meta {
                     ContextMeta::Name(_) => cut > 0,
                     ContextMeta::Tenant { .. } => cut > 4,
+                    ContextMeta::VectorIndex(_) => cut > 14,
                     _ => false,
                 };
                 if !still_named {
@@ -730,7 +961,8 @@ mod tests {
             }
             let mut longer = body.clone();
             longer.push(0);
-            if !matches!(meta, ContextMeta::Name(_)) {
+            // A context's and an index's names take any UTF-8, a NUL too.
+            if !matches!(meta, ContextMeta::Name(_) | ContextMeta::VectorIndex(_)) {
                 assert!(ContextMeta::decode(meta.op(), &longer).is_err());
             }
         }
@@ -759,6 +991,7 @@ mod tests {
             value_len: 1,
             ttl_ms: 0,
             expires_at_unix_ms: 0,
+            vectors: None,
         }]);
         assert_eq!(plain.op(), OP_KV_PUT);
         assert_eq!(plain.encode().len(), 2 + 2 + 1 + 32 + 4);

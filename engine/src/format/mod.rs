@@ -18,7 +18,8 @@
 //! - `blob_index`: `blobs.idx` entries;
 //! - `meta`: the store's meta file;
 //! - `keyring`: `DIR/keyring`, each tenant's wrapped keys (decision 0032), the one file
-//!   rewritten whole.
+//!   rewritten whole;
+//! - `vectors`: a key-value entry's vectors, a blob (decision 0033).
 
 pub mod blob_index;
 pub mod context_meta;
@@ -30,6 +31,7 @@ pub mod pack;
 pub mod stream_meta;
 pub mod turn_extras;
 pub mod turn_log;
+pub mod vectors;
 
 use ctxstore_vocab::le;
 

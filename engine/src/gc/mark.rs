@@ -34,6 +34,13 @@ impl Marked {
 /// clones and forks) at or above its floor, with their ancestors down to that floor; every
 /// link of a live turn with the linked turn's whole history; live contexts' key-value values;
 /// the payloads and patches of live turns that are not redacted (decision 0012).
+/// What a live context's key-value entries name: each value and its vectors.
+fn kv_blobs(info: &crate::sequencer::contexts::ContextInfo) -> impl Iterator<Item = BlobHash> + '_ {
+    info.kv.values().flat_map(|value| {
+        std::iter::once(value.hash).chain(value.vectors.map(|vectors| vectors.hash))
+    })
+}
+
 pub(super) fn mark(
     log: &LogTable,
     contexts: &Contexts,
@@ -63,9 +70,7 @@ pub(super) fn mark(
         if info.deleted {
             continue;
         }
-        for value in info.kv.values() {
-            live_blobs.insert(value.hash);
-        }
+        live_blobs.extend(kv_blobs(info));
         let floor = info.floor_depth;
         if let Some(&head) = log.heads.get(&context_id) {
             own(head);

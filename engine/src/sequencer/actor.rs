@@ -45,6 +45,7 @@ use crate::sequencer::heads::DELETED_HEAD;
 use crate::sequencer::heads::{HeadState, Heads};
 use crate::sequencer::recover::RecoveredLog;
 use crate::sequencer::streams::{StreamId, Streams};
+use crate::sequencer::vector_indexes::VectorIndexInfo;
 use crate::sequencer::watch::{WatchEvent, WatchKind, WatchLog};
 
 mod append;
@@ -55,6 +56,7 @@ mod ingest;
 mod overlays;
 mod streams;
 mod tenants;
+mod vector_indexes;
 
 use gc::GcState;
 
@@ -79,6 +81,10 @@ enum Answer {
     Tenant(
         oneshot::Sender<Result<TenantId, EngineError>>,
         Result<TenantId, EngineError>,
+    ),
+    VectorIndex(
+        oneshot::Sender<Result<VectorIndexInfo, EngineError>>,
+        Result<VectorIndexInfo, EngineError>,
     ),
 }
 
@@ -588,6 +594,10 @@ impl GroupCommit for SequencerActor {
                 let result = self.delete_tenant(tenant_id);
                 self.batch.answers.push(Answer::Tenant(reply, result));
             }
+            SequencerRequest::VectorIndex { change, reply } => {
+                let result = self.change_vector_index(change);
+                self.batch.answers.push(Answer::VectorIndex(reply, result));
+            }
             SequencerRequest::Ingest {
                 first_record_id,
                 slots,
@@ -647,6 +657,7 @@ impl GroupCommit for SequencerActor {
                 Answer::Stream(reply, result) => drop(reply.send(result)),
                 Answer::Floors(reply, result) => drop(reply.send(result)),
                 Answer::Tenant(reply, result) => drop(reply.send(result)),
+                Answer::VectorIndex(reply, result) => drop(reply.send(result)),
             }
         }
     }
@@ -696,6 +707,7 @@ fn unconfirm_all(answers: &mut [Answer], reason: &str) {
             Answer::Purge(_, result @ Ok(_)) => *result = Err(unconfirmed()),
             Answer::Stream(_, result @ Ok(_)) => *result = Err(unconfirmed()),
             Answer::Tenant(_, result @ Ok(_)) => *result = Err(unconfirmed()),
+            Answer::VectorIndex(_, result @ Ok(_)) => *result = Err(unconfirmed()),
             _ => {}
         }
     }
@@ -715,6 +727,7 @@ fn fail_all(answers: &mut [Answer], error: &EngineError) {
             Answer::Stream(_, result) => *result = Err(error.duplicate()),
             Answer::Floors(_, result) => *result = Err(error.duplicate()),
             Answer::Tenant(_, result) => *result = Err(error.duplicate()),
+            Answer::VectorIndex(_, result) => *result = Err(error.duplicate()),
         }
     }
 }

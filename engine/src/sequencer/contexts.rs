@@ -16,14 +16,15 @@ use bytes::Bytes;
 
 use crate::error::EngineError;
 use crate::format::context_meta::{
-    CONTEXT_NAME_BYTES_MAX, ContextMeta, KvEntry, KvExpiry, TAG_KEY_BYTES_MAX, TAG_VALUE_BYTES_MAX,
-    TAGS_PER_CONTEXT_MAX,
+    CONTEXT_NAME_BYTES_MAX, ContextMeta, KvEntry, KvExpiry, KvVectors, TAG_KEY_BYTES_MAX,
+    TAG_VALUE_BYTES_MAX, TAGS_PER_CONTEXT_MAX,
 };
 use crate::format::turn_extras::TurnExtras;
 use crate::ids::{BlobHash, BlobHashBuildHasher, ContextId, TenantId, TurnId};
 use crate::model::{ContextHead, ContextView, Scope};
 use crate::sequencer::overlays::Overlays;
 use crate::sequencer::tenants::Tenants;
+use crate::sequencer::vector_indexes::VectorIndexes;
 
 /// A key-value entry's value: a blob, and its time to live (decision 0028).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -35,6 +36,8 @@ pub struct KvValue {
     /// When it expires (unix ms; 0: never). From that instant every read passes it by,
     /// whether or not the reaper has removed it yet.
     pub expires_at_unix_ms: u64,
+    /// Its vectors (decision 0033): they live and die with the value.
+    pub vectors: Option<KvVectors>,
 }
 
 impl KvValue {
@@ -189,6 +192,8 @@ pub(crate) struct Contexts {
     pub overlays: Overlays,
     /// Tenant names and their ids (decision 0032): published with the rest.
     pub tenants: Tenants,
+    /// Each tenant's vector indexes and their live vectors (decision 0033).
+    pub vector_indexes: VectorIndexes,
     /// Live contexts per tenant, in ContextID order (decision 0032 §2, §3): one more at each
     /// create, one less at each delete; replay rebuilds it as it rebuilds the rest. A
     /// tenant's listing walks its own set rather than every context of the store,
@@ -421,10 +426,10 @@ impl Contexts {
         match meta {
             ContextMeta::Name(name) => check_name(self, context_id, info, name),
             ContextMeta::Tags(changes) => check_tags(info, changes),
-            ContextMeta::KvPut(_)
-            | ContextMeta::KvDelete(_)
-            | ContextMeta::KvTouch(_)
-            | ContextMeta::KvExpire(_) => Ok(()),
+            ContextMeta::KvPut(entries) => {
+                self.vector_indexes.check_entries(info.tenant_id, entries)
+            }
+            ContextMeta::KvDelete(_) | ContextMeta::KvTouch(_) | ContextMeta::KvExpire(_) => Ok(()),
             ContextMeta::CloneFrom(source) => {
                 self.get(*source)
                     .filter(|source| !source.deleted)
@@ -447,8 +452,12 @@ impl Contexts {
             | ContextMeta::Overlay { .. }
             | ContextMeta::SkipContexts
             | ContextMeta::Tenant { .. }
-            | ContextMeta::TenantDeleted(_) => Err(EngineError::InvalidArgument(
-                "gc-dead, overlay, purge, skip and tenant records are not context changes".into(),
+            | ContextMeta::TenantDeleted(_)
+            | ContextMeta::VectorIndex(_)
+            | ContextMeta::VectorIndexDropped { .. } => Err(EngineError::InvalidArgument(
+                "gc-dead, overlay, purge, skip, tenant and vector index records are not context \
+                 changes"
+                    .into(),
             )),
         }
     }
@@ -485,6 +494,7 @@ impl Contexts {
             value_len,
             ttl_ms,
             expires_at_unix_ms,
+            vectors,
         } in entries
         {
             let value = KvValue {
@@ -492,11 +502,35 @@ impl Contexts {
                 len: *value_len,
                 ttl_ms: *ttl_ms,
                 expires_at_unix_ms: *expires_at_unix_ms,
+                vectors: *vectors,
             };
             self.overlays.named(value_hash);
+            if let Some(vectors) = vectors {
+                self.overlays.named(&vectors.hash);
+            }
             let key = Bytes::copy_from_slice(key);
             let old = info.kv.insert(key.clone(), value);
             self.reindex_kv(context_id, &key, old.as_ref(), Some(&value));
+        }
+    }
+
+    /// The reaper's compare-and-delete: each entry whose expiry is still the one given goes.
+    fn apply_kv_expire(
+        &mut self,
+        context_id: ContextId,
+        info: &mut ContextInfo,
+        entries: &[KvExpiry],
+    ) {
+        for entry in entries {
+            let key = Bytes::copy_from_slice(&entry.key);
+            let expired = info
+                .kv
+                .get(&key)
+                .is_some_and(|value| value.expires_at_unix_ms == entry.expires_at_unix_ms);
+            if expired {
+                let old = info.kv.remove(&key);
+                self.reindex_kv(context_id, &key, old.as_ref(), None);
+            }
         }
     }
 
@@ -568,6 +602,9 @@ impl Contexts {
     ) -> Result<Vec<ContextId>, String> {
         self.tenants.check_delete(tenant_id)?;
         self.tenants.delete(tenant_id);
+        // Its contexts' vectors leave their indexes below; the indexes go first, so they are
+        // counted nowhere.
+        self.vector_indexes.drop_tenant(tenant_id);
         // Its live contexts, from its own set: the tenant's size, not the store's.
         let doomed: Vec<ContextId> = self
             .live_contexts_of(tenant_id)
@@ -619,19 +656,7 @@ impl Contexts {
                 }
             }
             ContextMeta::KvTouch(entries) => self.apply_kv_touch(context_id, &mut info, entries),
-            ContextMeta::KvExpire(entries) => {
-                for entry in entries {
-                    let key = Bytes::copy_from_slice(&entry.key);
-                    let expired = info
-                        .kv
-                        .get(&key)
-                        .is_some_and(|value| value.expires_at_unix_ms == entry.expires_at_unix_ms);
-                    if expired {
-                        let old = info.kv.remove(&key);
-                        self.reindex_kv(context_id, &key, old.as_ref(), None);
-                    }
-                }
-            }
+            ContextMeta::KvExpire(entries) => self.apply_kv_expire(context_id, &mut info, entries),
             ContextMeta::CloneFrom(source_id) => {
                 if let Some(source) = source {
                     for (key, value) in source.tags.iter() {
@@ -659,7 +684,9 @@ impl Contexts {
             | ContextMeta::Overlay { .. }
             | ContextMeta::SkipContexts
             | ContextMeta::Tenant { .. }
-            | ContextMeta::TenantDeleted(_) => {
+            | ContextMeta::TenantDeleted(_)
+            | ContextMeta::VectorIndex(_)
+            | ContextMeta::VectorIndexDropped { .. } => {
                 unreachable!("`check` refuses records that are not context changes")
             }
         }
@@ -676,6 +703,15 @@ impl Contexts {
         old: Option<&KvValue>,
         new: Option<&KvValue>,
     ) {
+        let Some(tenant_id) = self.get(context_id).map(|info| info.tenant_id) else {
+            unreachable!("a key-value change names an existing context");
+        };
+        if let Some(vectors) = old.and_then(|old| old.vectors.as_ref()) {
+            self.vector_indexes.count(tenant_id, vectors, false);
+        }
+        if let Some(vectors) = new.and_then(|new| new.vectors.as_ref()) {
+            self.vector_indexes.count(tenant_id, vectors, true);
+        }
         if let Some(old) = old.filter(|old| old.expires_at_unix_ms > 0) {
             let removed =
                 self.kv_expiries

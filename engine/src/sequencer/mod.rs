@@ -22,5 +22,6 @@ pub(crate) mod recover;
 pub(crate) mod scan;
 pub(crate) mod streams;
 pub(crate) mod tenants;
+pub(crate) mod vector_indexes;
 pub(crate) mod view;
 pub(crate) mod watch;

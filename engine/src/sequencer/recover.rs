@@ -518,6 +518,9 @@ fn apply_meta(
         ContextMeta::TenantDeleted(tenant_id) => {
             return replay_tenant_deleted(state, record, *tenant_id);
         }
+        ContextMeta::VectorIndex(_) | ContextMeta::VectorIndexDropped { .. } => {
+            return replay_vector_index(state, record, &meta);
+        }
         ContextMeta::SkipContexts => {
             // The live path's rule (`actor/floors.rs`): only ids past the last context.
             let last = record.context_id;
@@ -604,6 +607,33 @@ fn replay_stream(
             record.created_at_unix_ms,
         )
         .map_err(damage)
+}
+
+/// A vector index record (ops 23, 24) with the live path's rules (`actor/vector_indexes.rs`):
+/// a creation takes its tenant's next id and a name it has no live index of; a drop names a
+/// live index.
+fn replay_vector_index(
+    state: &mut RecoveredLog,
+    record: &MetaRecord,
+    meta: &ContextMeta,
+) -> Result<(), String> {
+    let indexes = &mut state.contexts.vector_indexes;
+    let damage = |error: String| format!("metadata record {}: {error}", record.record_id);
+    match meta {
+        ContextMeta::VectorIndex(index) => {
+            indexes.check_create(index).map_err(damage)?;
+            indexes.create(index);
+        }
+        ContextMeta::VectorIndexDropped {
+            tenant_id,
+            index_id,
+        } => {
+            indexes.check_drop(*tenant_id, *index_id).map_err(damage)?;
+            indexes.drop_index(*tenant_id, *index_id);
+        }
+        _ => unreachable!("called for vector index records only"),
+    }
+    Ok(())
 }
 
 /// A tenant-deleted record (op 21) with the live path's rule (`actor/tenants.rs`): a

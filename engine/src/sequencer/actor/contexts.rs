@@ -205,6 +205,9 @@ impl SequencerActor {
             if let ContextMeta::KvPut(entries) = change {
                 for entry in entries {
                     self.gc.name_blob(&entry.value_hash)?;
+                    if let Some(vectors) = &entry.vectors {
+                        self.gc.name_blob(&vectors.hash)?;
+                    }
                 }
             }
         }

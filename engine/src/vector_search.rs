@@ -1,0 +1,147 @@
+//! The exact vector search (decision 0033 §3): candidates scored against the query, ranked
+//! best first (equal scores in key order), then taken in rank order through the caller's
+//! value filter until `k + offset` pass. Exact by construction: every candidate the snapshot
+//! holds is compared, so it answers exactly `k` whenever `k + offset` or more pass.
+//!
+//! `VectorCache` keeps decoded vectors blobs by address. An address names immutable content
+//! (decision 0032: a tenant's blob address), so an entry is never stale: a search checks
+//! which addresses the snapshot names, and the cache only saves the read, the seal's
+//! opening and the decoding. Bounded by bytes (`vector_cache_bytes_max`): past the bound it
+//! is emptied and refilled by the searches that follow (searches never wait on it).
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+use bytes::Bytes;
+use ctxstore_vocab::vectors::Metric;
+
+use crate::format::vectors::Vectors;
+use crate::ids::{BlobHash, BlobHashBuildHasher};
+
+/// Decoded vectors blobs by address.
+pub(crate) struct VectorCache {
+    entries: papaya::HashMap<BlobHash, Arc<Vectors>, BlobHashBuildHasher>,
+    bytes: AtomicU64,
+    bytes_max: u64,
+}
+
+impl std::fmt::Debug for VectorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorCache")
+            .field("bytes", &self.bytes.load(AtomicOrdering::Relaxed))
+            .field("bytes_max", &self.bytes_max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VectorCache {
+    pub fn new(bytes_max: u64) -> VectorCache {
+        VectorCache {
+            entries: papaya::HashMap::default(),
+            bytes: AtomicU64::new(0),
+            bytes_max,
+        }
+    }
+
+    pub fn get(&self, address: &BlobHash) -> Option<Arc<Vectors>> {
+        self.entries.pin().get(address).cloned()
+    }
+
+    /// Keeps `vectors` unless one blob alone passes the bound; empties the cache first when
+    /// it would pass it.
+    pub fn insert(&self, address: BlobHash, vectors: Arc<Vectors>) {
+        let bytes = (vectors.components.len() * 4 + 64) as u64;
+        if bytes > self.bytes_max {
+            return;
+        }
+        if self.bytes.load(AtomicOrdering::Relaxed) + bytes > self.bytes_max {
+            self.entries.pin().clear();
+            self.bytes.store(0, AtomicOrdering::Relaxed);
+        }
+        if self.entries.pin().insert(address, vectors).is_none() {
+            self.bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
+        }
+    }
+}
+
+/// A candidate: an entry's best score over its vectors.
+#[derive(Clone, Debug)]
+pub(crate) struct Scored {
+    pub score: f32,
+    pub key: Bytes,
+    pub value_address: BlobHash,
+    pub value_len: u32,
+}
+
+/// The best score of `query` over `vectors`' rows.
+pub(crate) fn best_score(metric: Metric, query: &[f32], vectors: &Vectors) -> f32 {
+    assert_eq!(
+        vectors.dims,
+        query.len(),
+        "checked against the index before the scan"
+    );
+    vectors
+        .rows()
+        .map(|row| metric.score(query, row))
+        .fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// Best first; equal scores in key order (a total order: scores are finite, the callers
+/// checked the vectors).
+pub(crate) fn rank(candidates: &mut [Scored]) {
+    candidates.sort_unstable_by(|a, b| {
+        b.score
+            .partial_cmp(&a.score)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vectors(rows: &[&[f32]]) -> Vectors {
+        Vectors {
+            dims: rows[0].len(),
+            components: rows.iter().flat_map(|row| row.iter().copied()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_entry_scores_its_best_vector_and_ranks_are_total() {
+        let entry = vectors(&[&[0.0, 1.0], &[1.0, 0.0]]);
+        assert_eq!(best_score(Metric::Cosine, &[1.0, 0.0], &entry), 1.0);
+        let scored = |score, key: &'static [u8]| Scored {
+            score,
+            key: Bytes::from_static(key),
+            value_address: BlobHash([0; 32]),
+            value_len: 0,
+        };
+        let mut candidates = vec![scored(0.5, b"b"), scored(0.9, b"c"), scored(0.5, b"a")];
+        rank(&mut candidates);
+        let keys: Vec<_> = candidates.iter().map(|c| c.key.clone()).collect();
+        assert_eq!(keys, [&b"c"[..], b"a", b"b"]);
+    }
+
+    #[test]
+    fn the_cache_stays_under_its_bound() {
+        let cache = VectorCache::new(200);
+        let one = Arc::new(vectors(&[&[1.0; 16]])); // 64 + 64 bytes
+        cache.insert(BlobHash([1; 32]), one.clone());
+        assert!(cache.get(&BlobHash([1; 32])).is_some());
+        cache.insert(BlobHash([2; 32]), one.clone());
+        assert!(
+            cache.get(&BlobHash([1; 32])).is_none(),
+            "emptied to stay under 200"
+        );
+        assert!(cache.get(&BlobHash([2; 32])).is_some());
+        let huge = Arc::new(vectors(&[&[1.0; 64]]));
+        cache.insert(BlobHash([3; 32]), huge);
+        assert!(
+            cache.get(&BlobHash([3; 32])).is_none(),
+            "larger than the bound alone"
+        );
+    }
+}
