@@ -147,7 +147,7 @@ mod types;
 
 pub use calls::{
     NewStream, STREAM_READER_BYTES_MAX, STREAM_READER_WAIT, StreamChunk, StreamFollow, StreamInfo,
-    StreamReader, StreamState, Watched,
+    StreamReader, StreamState, VectorQuery, Watched,
 };
 pub use chunking::{ChunkingConfig, split_into_chunks};
 pub use client::{
@@ -166,6 +166,11 @@ pub use ctxstore_protocol::admin::{
     tenant_deleted_flags, tenant_flags, tenant_rights,
 };
 pub use ctxstore_protocol::admin::{RoleAnswer as Role, ServerRole};
+/// Vector search (protocol version 6, decision 0033): the wire's structs as they are.
+pub use ctxstore_protocol::vectors::{
+    VectorEntryWire as VectorEntry, VectorHitWire as VectorHit, VectorHits,
+    VectorIndexWire as VectorIndex,
+};
 pub use ctxstore_protocol::{ContextRef, ErrorCode, PageKind, ServerLimits, StatsWire};
 /// `replication_stats`' answer: the wire's struct as it is (one definition, every field
 /// documented there).
@@ -174,6 +179,7 @@ pub use ctxstore_protocol::{
     ReplicationStatsWire as ReplicationStats,
 };
 pub use ctxstore_protocol::{WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire};
+pub use ctxstore_vocab::vectors::Metric;
 pub use error::ClientError;
 pub use types::{
     Appended, AppendedTurn, BackupReport, BlobHash, CODEC_NAMES, ChunkRef, ChunkedStored,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ctxstore_protocol::admin::{ReplicationStats, Role};
 use ctxstore_protocol::{
     AppendsRequest, ContextsRequest, ErrorCode, KvRequest, ReplicationRoleWire,
-    ReplicationStateWire, Request, Response, StreamsRequest,
+    ReplicationStateWire, Request, Response, StreamsRequest, VectorsRequest,
 };
 use tokio::task::JoinSet;
 
@@ -172,6 +172,9 @@ fn safety(request: &Request) -> Safety {
                 | StreamsRequest::StreamSeal(_)
                 | StreamsRequest::Watch(_)
         ),
+        // A create answers the index it made (same parameters), a put overwrites; a second
+        // drop would answer NOT_FOUND.
+        Request::Vectors(vectors) => !matches!(vectors, VectorsRequest::VectorIndexDrop(_)),
     };
     if landing_once {
         Safety::Always

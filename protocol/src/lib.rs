@@ -22,10 +22,10 @@ pub use codec::{
     BlobsResponse, ContextsRequest, ContextsResponse, ERROR_ANSWER_BYTES_MAX, EncodeError,
     KvRequest, KvResponse, OverlaysRequest, OverlaysResponse, ReadsRequest, ReadsResponse, Request,
     Response, RetentionRequest, RetentionResponse, StreamInfoWire, StreamStateWire, StreamsRequest,
-    StreamsResponse, WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire, admin,
-    appends, blobs, check_request, contexts, decode_request, decode_request_as, decode_response,
-    encode_request, encode_request_chunks, encode_response, kv, overlays, reads, retention,
-    streams,
+    StreamsResponse, VectorsRequest, VectorsResponse, WATCH_FROM_NOW, WatchEventWire,
+    WatchKindWire, WatchTargetWire, admin, appends, blobs, check_request, contexts, decode_request,
+    decode_request_as, decode_response, encode_request, encode_request_chunks, encode_response, kv,
+    overlays, reads, retention, streams, vectors,
 };
 pub use error::{DecodeError, ErrorCode};
 pub use frame::{FrameError, FrameHeader, FrameReader, HEADER_BYTES};
@@ -33,7 +33,7 @@ pub use message::*;
 
 /// The newest protocol version this crate speaks. HELLO negotiates the highest version both
 /// sides speak.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 /// The first version whose APPEND_TURNS may carry a payload the client compressed
 /// (`PayloadSpec::Zstd`, TURN_SPEC flag `ZSTD`, issue 38).
 pub const ZSTD_PAYLOADS_SINCE_VERSION: u16 = 3;

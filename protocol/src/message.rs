@@ -6,7 +6,8 @@
 //! for agent frameworks, retention, backup and garbage collection (GC, STATS_EX), overlays, and
 //! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16). Version 4
 //! (decision 0031) adds ROLE, the frame flag `ACK_AFTER` and two error codes; version 5
-//! (decision 0032) TENANT_LIST, TENANT_DELETE, TENANT_ROTATE_KEY and QUOTA_EXCEEDED.
+//! (decision 0032) TENANT_LIST, TENANT_DELETE, TENANT_ROTATE_KEY and QUOTA_EXCEEDED; version 6
+//! (decision 0033) vector search.
 
 use bytes::Bytes;
 
@@ -182,6 +183,12 @@ message_table! {
     TenantList = 0x003A, "TENANT_LIST", Admin(admin), 5 => TenantsListed;
     TenantDelete = 0x003B, "TENANT_DELETE", Admin(admin), 5 => TenantDeleted;
     TenantRotateKey = 0x003C, "TENANT_ROTATE_KEY", Admin(admin), 5 => TenantKeyRotated;
+    // Version 6: vector search (issue 49, decision 0033).
+    VectorIndexCreate = 0x003D, "VECTOR_INDEX_CREATE", Vectors(vectors), 6 => VectorIndex(crate::codec::vectors::VectorIndexWire);
+    VectorIndexDrop = 0x003E, "VECTOR_INDEX_DROP", Vectors(vectors), 6 => VectorIndexDropped(crate::codec::vectors::VectorIndexWire);
+    VectorIndexList = 0x003F, "VECTOR_INDEX_LIST", Vectors(vectors), 6 => VectorIndexes;
+    VectorSearch = 0x0040, "VECTOR_SEARCH", Vectors(vectors), 6 => VectorHits;
+    KvPutVectors = 0x0041, "KV_PUT_VECTORS", Vectors(vectors), 6 => Stored;
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
@@ -228,6 +235,7 @@ impl MessageType {
                 | MessageType::StreamSeal
                 | MessageType::KvPut
                 | MessageType::KvPutEx
+                | MessageType::KvPutVectors
         )
     }
 

@@ -1,5 +1,5 @@
 //! Golden vectors: `protocol/tests/golden-v1.txt`, `golden-v2.txt`, `golden-v3.txt` (and
-//! `golden-v3-*.txt`), `golden-v4.txt` and `golden-v5.txt` hold frames as hex with their meaning, for clients
+//! `golden-v3-*.txt`), `golden-v4.txt`, `golden-v5.txt` and `golden-v6.txt` hold frames as hex with their meaning, for clients
 //! in other languages to test against. Each must decode to the value below and
 //! re-encode to exactly its bytes. To regenerate after a deliberate protocol change (which
 //! needs a new protocol version): `CTXSTORE_WRITE_GOLDEN=1 cargo test -p ctxstore-protocol --test golden`.
@@ -7,7 +7,9 @@
 
 use bytes::{Bytes, BytesMut};
 use ctxstore_protocol::*;
-use ctxstore_protocol::{admin, appends, blobs, contexts, kv, overlays, reads, retention, streams};
+use ctxstore_protocol::{
+    admin, appends, blobs, contexts, kv, overlays, reads, retention, streams, vectors,
+};
 
 enum Frame {
     Request(Request),
@@ -2136,6 +2138,175 @@ fn golden_vectors_v5_decode_and_reencode_byte_exactly() {
         5,
         vectors_v5(),
     );
+}
+
+/// Version 6: vector search (decision 0033).
+fn vectors_v6() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    let index = vectors::VectorIndexWire {
+        index_id: 1,
+        dims: 3,
+        metric: 1,
+        ef_search: 128,
+        vectors: 2,
+        name: "memories".into(),
+    };
+    vec![
+        (
+            "vector_index_create",
+            81,
+            Q(Request::Vectors(VectorsRequest::VectorIndexCreate(
+                vectors::VectorIndexCreate {
+                    name: "memories".into(),
+                    dims: 3,
+                    metric: 1,
+                    ef_search: 0,
+                },
+            ))),
+            "VECTOR_INDEX_CREATE \"memories\": 3 dimensions, metric 1 (cosine), ef_search 0 \
+             (the server's default)",
+        ),
+        (
+            "vector_index",
+            81,
+            R(Response::Vectors(VectorsResponse::VectorIndex(
+                index.clone(),
+            ))),
+            "VECTOR_INDEX: index 1 \"memories\", 3 dimensions, cosine, ef_search 128, 2 vectors",
+        ),
+        (
+            "vector_index_drop",
+            82,
+            Q(Request::Vectors(VectorsRequest::VectorIndexDrop(
+                vectors::VectorIndexDrop {
+                    name: "memories".into(),
+                },
+            ))),
+            "VECTOR_INDEX_DROP \"memories\"",
+        ),
+        (
+            "vector_index_dropped",
+            82,
+            R(Response::Vectors(VectorsResponse::VectorIndexDropped(
+                index.clone(),
+            ))),
+            "VECTOR_INDEX_DROPPED: the index as it was",
+        ),
+        (
+            "vector_index_list",
+            83,
+            Q(Request::Vectors(VectorsRequest::VectorIndexList(
+                vectors::VectorIndexList {},
+            ))),
+            "VECTOR_INDEX_LIST: the tenant's indexes",
+        ),
+        (
+            "vector_indexes",
+            83,
+            R(Response::Vectors(VectorsResponse::VectorIndexes(
+                vectors::VectorIndexes {
+                    indexes: vec![index],
+                },
+            ))),
+            "VECTOR_INDEXES: one index",
+        ),
+        (
+            "kv_put_vectors",
+            84,
+            Q(Request::Vectors(VectorsRequest::KvPutVectors(
+                vectors::KvPutVectors {
+                    context: ContextRef::Name("lgs:main".into()),
+                    put_flags: 0,
+                    ttl_ms: 0,
+                    index: "memories".into(),
+                    dims: 3,
+                    entries: vec![
+                        vectors::VectorEntryWire {
+                            key: Bytes::from_static(b"i/a"),
+                            value: Bytes::from_static(b"{\"text\":\"hi\"}"),
+                            vectors: vec![vec![1.0, 0.0, -0.5], vec![0.25, 0.5, 2.0]],
+                        },
+                        vectors::VectorEntryWire {
+                            key: Bytes::from_static(b"i/b"),
+                            value: Bytes::from_static(b"{}"),
+                            vectors: vec![],
+                        },
+                    ],
+                },
+            ))),
+            "KV_PUT_VECTORS to context \"lgs:main\", index \"memories\" of 3 dimensions: i/a \
+             with two vectors, i/b with none",
+        ),
+        (
+            "kv_put_vectors_stored",
+            84,
+            R(Response::Vectors(VectorsResponse::Stored(
+                vectors::Stored {},
+            ))),
+            "KV_PUT_VECTORS' answer: empty",
+        ),
+        (
+            "vector_search",
+            85,
+            Q(Request::Vectors(VectorsRequest::VectorSearch(
+                vectors::VectorSearch {
+                    context: ContextRef::Id(3),
+                    index: "memories".into(),
+                    vector: vec![1.0, 0.0, 0.0],
+                    k: 2,
+                    offset: 1,
+                    search_flags: vectors::vector_search_flags::EXACT,
+                    ef_search: 0,
+                    prefix: Bytes::from_static(b"i/"),
+                    filter: Bytes::from_static(b"{\"color\":{\"$ne\":\"red\"}}"),
+                },
+            ))),
+            "VECTOR_SEARCH of context 3 in \"memories\" for (1, 0, 0): 2 hits after 1, exact, \
+             under \"i/\", values whose color is not red",
+        ),
+        (
+            "vector_hits",
+            85,
+            R(Response::Vectors(VectorsResponse::VectorHits(
+                vectors::VectorHits {
+                    method: vectors::vector_search_method::EXACT,
+                    candidates: 4,
+                    hits: vec![vectors::VectorHitWire {
+                        key: Bytes::from_static(b"i/a"),
+                        score: 0.875,
+                        value_hash: hash(0x30),
+                        value_len: 13,
+                    }],
+                },
+            ))),
+            "VECTOR_HITS: exact, 4 vectors compared, one hit i/a scoring 0.875",
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_v6_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v6.txt"),
+        6,
+        vectors_v6(),
+    );
+}
+
+/// A connection of version 1 to 5 gets UNKNOWN_MESSAGE for every message of version 6.
+#[test]
+fn a_version_5_connection_refuses_the_vector_messages() {
+    for (name, req_id, frame, _) in vectors_v6() {
+        let Frame::Request(request) = frame else {
+            continue;
+        };
+        let code = request.message_type().code();
+        let (header, body) = split(&encode(req_id, &Frame::Request(request)));
+        for version in 1..6 {
+            let refused = decode_request_as(version, &header, body.clone());
+            assert_eq!(refused, Err(DecodeError::UnknownMessage(code)), "{name}");
+        }
+    }
 }
 
 /// What version 4 adds reaches no older connection: ROLE is UNKNOWN_MESSAGE there, a frame

@@ -29,6 +29,7 @@ mod reads;
 mod retention;
 pub mod rights;
 mod streams;
+mod vectors;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -250,6 +251,7 @@ impl Scoped<'_> {
                 .answer_streams(request, connection_id)
                 .await
                 .map(Response::Streams),
+            Request::Vectors(request) => self.answer_vectors(request).await.map(Response::Vectors),
             // The decoder never wraps a write twice.
             Request::AckAfter { .. } => Err(error(
                 ErrorCode::BadFrame,

@@ -46,6 +46,7 @@ pub mod remote_acks;
 pub mod settings;
 pub mod tenancy;
 pub mod tenants_file;
+mod value_filter;
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;

@@ -20,7 +20,9 @@ use ctxstore_protocol::{
     AdminRequest, BlobHash, ChunkWire, ContextRef, ErrorCode, ExtrasWire, MessageType, PageKind,
     ParentWire, PayloadSpec, Request, Response, TurnSpec,
 };
-use ctxstore_protocol::{admin, appends, blobs, contexts, kv, overlays, reads, retention, streams};
+use ctxstore_protocol::{
+    admin, appends, blobs, contexts, kv, overlays, reads, retention, streams, vectors,
+};
 use ctxstore_testsupport::{ServerLaunch, TestServer};
 
 const OPERATOR: &str = "operator-token-0123456789";
@@ -120,6 +122,14 @@ fn fill(acme: &mut Raw) -> Held {
         },
     );
     assert!(error_code(&put).is_none(), "{put:?}");
+    // An index of A's and an entry with a vector in it (decision 0033).
+    let created = call(acme, index_create("memories"));
+    assert!(error_code(&created).is_none(), "{created:?}");
+    let put = call(
+        acme,
+        put_vectors(context, b"memory/1", "acme's secret memory"),
+    );
+    assert!(error_code(&put).is_none(), "{put:?}");
     let stream = |acme: &mut Raw| {
         let opened = call(acme, stream_open(context));
         let Response::Streams(ctxstore_protocol::StreamsResponse::Opened(opened)) = opened else {
@@ -152,6 +162,30 @@ fn fill(acme: &mut Raw) -> Held {
         hash,
         stream_open,
         stream_sealed,
+    }
+}
+
+fn index_create(name: &str) -> vectors::VectorIndexCreate {
+    vectors::VectorIndexCreate {
+        name: name.into(),
+        dims: 3,
+        metric: 1,
+        ef_search: 0,
+    }
+}
+
+fn put_vectors(context: u64, key: &'static [u8], value: &'static str) -> vectors::KvPutVectors {
+    vectors::KvPutVectors {
+        context: ContextRef::Id(context),
+        put_flags: 0,
+        ttl_ms: 0,
+        index: "memories".into(),
+        dims: 3,
+        entries: vec![vectors::VectorEntryWire {
+            key: Bytes::from_static(key),
+            value: Bytes::from_static(value.as_bytes()),
+            vectors: vec![vec![1.0, 0.0, 0.0]],
+        }],
     }
 }
 
@@ -616,6 +650,33 @@ fn case(message: MessageType, a: &Held, x: &Held, b_context: u64) -> Case {
             }
             .into()
         }),
+        // B's own indexes (another tenant's of the same name is another index): creating,
+        // dropping and listing them finds nothing of A's, and A's "memories" stays whole.
+        M::VectorIndexCreate => Case::Empty(index_create("memories").into()),
+        M::VectorIndexDrop => Case::Empty(
+            vectors::VectorIndexDrop {
+                name: "memories".into(),
+            }
+            .into(),
+        ),
+        M::VectorIndexList => Case::Empty(vectors::VectorIndexList {}.into()),
+        M::VectorSearch => pair(&[F::Context], &|h| {
+            vectors::VectorSearch {
+                context: id(h),
+                index: "memories".into(),
+                vector: vec![1.0, 0.0, 0.0],
+                k: 10,
+                offset: 0,
+                search_flags: 0,
+                ef_search: 0,
+                prefix: Bytes::new(),
+                filter: Bytes::new(),
+            }
+            .into()
+        }),
+        M::KvPutVectors => pair(&[F::Context], &|h| {
+            put_vectors(h.context, b"memory/1", "injected").into()
+        }),
         M::StreamFollow => pair(&[F::StreamOpen], &|h| {
             streams::StreamFollow {
                 stream_id: h.stream_open,
@@ -790,6 +851,24 @@ fn tenant_b_learns_nothing_of_tenant_a_through_any_message() {
         },
     );
     assert!(format!("{value:?}").contains("dark"), "{value:?}");
+    // A's index and its vector, found by A's search only.
+    let listed = call(&mut acme, vectors::VectorIndexList {});
+    assert!(format!("{listed:?}").contains("vectors: 1"), "{listed:?}");
+    let found = call(
+        &mut acme,
+        vectors::VectorSearch {
+            context: ContextRef::Id(a.context),
+            index: "memories".into(),
+            vector: vec![1.0, 0.0, 0.0],
+            k: 10,
+            offset: 0,
+            search_flags: 0,
+            ef_search: 0,
+            prefix: Bytes::new(),
+            filter: Bytes::new(),
+        },
+    );
+    assert!(format!("{found:?}").contains("memory/1"), "{found:?}");
     let read = call(
         &mut acme,
         streams::StreamRead {

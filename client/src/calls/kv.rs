@@ -321,7 +321,7 @@ fn check_page(
 
 /// A TTL as the wire carries it: whole milliseconds, 0 for none. A TTL that is not a whole
 /// positive number of milliseconds would be silently changed: refused instead.
-fn ttl_ms(ttl: Option<Duration>) -> Result<u64, ClientError> {
+pub(super) fn ttl_ms(ttl: Option<Duration>) -> Result<u64, ClientError> {
     let Some(ttl) = ttl else {
         return Ok(0);
     };

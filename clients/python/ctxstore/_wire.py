@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 """The newest protocol version spoken."""
 PROTOCOL_VERSION_MIN = 1
 """The oldest protocol version spoken."""
@@ -132,6 +132,11 @@ class MessageType(IntEnum):
     TENANT_LIST = 0x003A
     TENANT_DELETE = 0x003B
     TENANT_ROTATE_KEY = 0x003C
+    VECTOR_INDEX_CREATE = 0x003D
+    VECTOR_INDEX_DROP = 0x003E
+    VECTOR_INDEX_LIST = 0x003F
+    VECTOR_SEARCH = 0x0040
+    KV_PUT_VECTORS = 0x0041
 
     @property
     def response_type(self) -> int:
@@ -207,6 +212,11 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.TENANT_LIST: 5,
     MessageType.TENANT_DELETE: 5,
     MessageType.TENANT_ROTATE_KEY: 5,
+    MessageType.VECTOR_INDEX_CREATE: 6,
+    MessageType.VECTOR_INDEX_DROP: 6,
+    MessageType.VECTOR_INDEX_LIST: 6,
+    MessageType.VECTOR_SEARCH: 6,
+    MessageType.KV_PUT_VECTORS: 6,
 }
 """The protocol version each message arrived in."""
 
@@ -268,6 +278,11 @@ FAMILY: dict[int, str] = {
     MessageType.TENANT_LIST: "Admin",
     MessageType.TENANT_DELETE: "Admin",
     MessageType.TENANT_ROTATE_KEY: "Admin",
+    MessageType.VECTOR_INDEX_CREATE: "Vectors",
+    MessageType.VECTOR_INDEX_DROP: "Vectors",
+    MessageType.VECTOR_INDEX_LIST: "Vectors",
+    MessageType.VECTOR_SEARCH: "Vectors",
+    MessageType.KV_PUT_VECTORS: "Vectors",
 }
 """The family (codec module) of each message."""
 

@@ -6,7 +6,7 @@
 /** The wire's message codes, versions, error codes and shared limits. */
 
 /** The newest protocol version spoken. */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 /** The oldest protocol version spoken. */
 export const PROTOCOL_VERSION_MIN = 1;
 /** Bytes of a frame header. */
@@ -127,6 +127,11 @@ export const MessageType = {
   TENANT_LIST: 0x003a,
   TENANT_DELETE: 0x003b,
   TENANT_ROTATE_KEY: 0x003c,
+  VECTOR_INDEX_CREATE: 0x003d,
+  VECTOR_INDEX_DROP: 0x003e,
+  VECTOR_INDEX_LIST: 0x003f,
+  VECTOR_SEARCH: 0x0040,
+  KV_PUT_VECTORS: 0x0041,
 } as const;
 
 /** The protocol version each message arrived in. */
@@ -188,6 +193,11 @@ export const SINCE_VERSION: ReadonlyMap<number, number> = new Map([
   [MessageType.TENANT_LIST, 5],
   [MessageType.TENANT_DELETE, 5],
   [MessageType.TENANT_ROTATE_KEY, 5],
+  [MessageType.VECTOR_INDEX_CREATE, 6],
+  [MessageType.VECTOR_INDEX_DROP, 6],
+  [MessageType.VECTOR_INDEX_LIST, 6],
+  [MessageType.VECTOR_SEARCH, 6],
+  [MessageType.KV_PUT_VECTORS, 6],
 ]);
 
 /** The family (codec module) of each message. */
@@ -249,6 +259,11 @@ export const FAMILY: ReadonlyMap<number, string> = new Map([
   [MessageType.TENANT_LIST, "Admin"],
   [MessageType.TENANT_DELETE, "Admin"],
   [MessageType.TENANT_ROTATE_KEY, "Admin"],
+  [MessageType.VECTOR_INDEX_CREATE, "Vectors"],
+  [MessageType.VECTOR_INDEX_DROP, "Vectors"],
+  [MessageType.VECTOR_INDEX_LIST, "Vectors"],
+  [MessageType.VECTOR_SEARCH, "Vectors"],
+  [MessageType.KV_PUT_VECTORS, "Vectors"],
 ]);
 
 /** The ERROR answer's stable codes. */

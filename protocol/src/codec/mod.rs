@@ -8,7 +8,7 @@
 //! requests and answers as Rust values (`AdminRequest`, `AdminResponse`, …), read, checked
 //! and written side by side, and the largest answer each request may produce
 //! (`answer_bytes_max`): `admin`, `contexts`, `retention`, `kv`, `appends`, `reads`,
-//! `overlays`, `blobs`, `streams`. `request.rs` and `response.rs` hold `Request` and `Response` (a
+//! `overlays`, `blobs`, `streams`, `vectors`. `request.rs` and `response.rs` hold `Request` and `Response` (a
 //! variant per family) and the entry points, each one match over the families; `Family::of`
 //! below is the one table from a message type to its family. Under them, `cursor.rs` reads
 //! fields, `writer.rs` writes them, `check.rs` checks what the wire can carry and `answer.rs`
@@ -30,6 +30,7 @@ mod request;
 mod response;
 pub mod retention;
 pub mod streams;
+pub mod vectors;
 mod writer;
 
 pub use admin::{AdminRequest, AdminResponse};
@@ -53,6 +54,7 @@ pub use streams::{
     WATCH_FROM_NOW, WatchEventWire, WatchKindWire, WatchTargetWire, stream_append_flags,
     stream_open_flags,
 };
+pub use vectors::{VectorsRequest, VectorsResponse};
 
 /// Which family owns a message type, and which of its messages it is. `Family::of` comes from
 /// the message table (message.rs): every decoder routes with it, and a family's decoders match
@@ -81,6 +83,9 @@ pub(crate) enum Family {
     /// STREAM_OPEN, STREAM_APPEND, STREAM_SEAL, STREAM_ABORT, STREAM_LIST, STREAM_READ,
     /// WATCH, STREAM_FOLLOW (version 3).
     Streams(streams::Kind),
+    /// VECTOR_INDEX_CREATE, VECTOR_INDEX_DROP, VECTOR_INDEX_LIST, VECTOR_SEARCH,
+    /// KV_PUT_VECTORS (version 6).
+    Vectors(vectors::Kind),
 }
 
 /// A family's request type: it converts into a `Request`, and the answers its requests get are
@@ -140,4 +145,5 @@ family_conversions! {
     Overlays: OverlaysRequest => OverlaysResponse;
     Blobs: BlobsRequest => BlobsResponse;
     Streams: StreamsRequest => StreamsResponse;
+    Vectors: VectorsRequest => VectorsResponse;
 }

@@ -14,14 +14,14 @@ use super::cursor::Cursor;
 use super::writer::ChunkWriter;
 use super::{
     AdminRequest, AppendsRequest, BlobsRequest, ContextsRequest, Family, KvRequest,
-    OverlaysRequest, ReadsRequest, RetentionRequest, StreamsRequest,
+    OverlaysRequest, ReadsRequest, RetentionRequest, StreamsRequest, VectorsRequest,
 };
 use crate::error::DecodeError;
 use crate::frame::FrameHeader;
 use crate::message::*;
 
 /// A request: the family that owns it, then the message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     Admin(AdminRequest),
     Contexts(ContextsRequest),
@@ -32,6 +32,7 @@ pub enum Request {
     Overlays(OverlaysRequest),
     Blobs(BlobsRequest),
     Streams(StreamsRequest),
+    Vectors(VectorsRequest),
     /// A read in the overlay view `as_of` (0: the latest), with each TURN's overlay state in
     /// the answer (frame flag `OVERLAYS`, version 2, decision 0012). Only reads answer TURNs,
     /// so only a read can be in a view.
@@ -73,6 +74,7 @@ impl Request {
             Request::Overlays(request) => request.message_type(),
             Request::Blobs(request) => request.message_type(),
             Request::Streams(request) => request.message_type(),
+            Request::Vectors(request) => request.message_type(),
             Request::AckAfter { request, .. } => request.message_type(),
         }
     }
@@ -92,7 +94,8 @@ impl Request {
             | Request::Kv(_)
             | Request::Overlays(_)
             | Request::Blobs(_)
-            | Request::Streams(_) => None,
+            | Request::Streams(_)
+            | Request::Vectors(_) => None,
         }
     }
 
@@ -127,6 +130,7 @@ impl Request {
             Request::Overlays(request) => request.answer_bytes_max(limits),
             Request::Blobs(request) => request.answer_bytes_max(limits),
             Request::Streams(request) => request.answer_bytes_max(limits),
+            Request::Vectors(request) => request.answer_bytes_max(),
             // When it is acknowledged changes nothing of the answer's size.
             Request::AckAfter { request, .. } => request.answer_bytes_max(limits),
         }
@@ -213,6 +217,7 @@ pub fn decode_request(header: &FrameHeader, body: Bytes) -> Result<Request, Deco
         Family::Overlays(kind) => Request::Overlays(OverlaysRequest::read(kind, &mut cursor)?),
         Family::Blobs(kind) => Request::Blobs(BlobsRequest::read(kind, &mut cursor)?),
         Family::Streams(kind) => Request::Streams(StreamsRequest::read(kind, &mut cursor)?),
+        Family::Vectors(kind) => Request::Vectors(VectorsRequest::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
     Ok(match ack_after {
@@ -238,7 +243,8 @@ fn ack_after(
     if !message_type.takes_ack_after() {
         return Err(cursor.invalid(
             "flags",
-            "ACK_AFTER on a message that is not an append, STREAM_SEAL, KV_PUT or KV_PUT_EX",
+            "ACK_AFTER on a message that is not an append, STREAM_SEAL, KV_PUT, KV_PUT_EX or \
+             KV_PUT_VECTORS",
         ));
     }
     match AckAfter::from_code(code as u8) {
@@ -264,12 +270,13 @@ pub fn check_request(request: &Request) -> Result<(), EncodeError> {
         Request::Overlays(request) => request.check(),
         Request::Blobs(request) => request.check(),
         Request::Streams(request) => request.check(),
+        Request::Vectors(request) => request.check(),
         Request::AckAfter { request, .. } => {
             let takes = request.message_type().takes_ack_after()
                 && !matches!(**request, Request::AckAfter { .. } | Request::AsOf { .. });
             if !takes {
                 return Err(EncodeError {
-                    field: "ACK_AFTER (only on appends, STREAM_SEAL, KV_PUT and KV_PUT_EX)",
+                    field: "ACK_AFTER (only on appends, STREAM_SEAL, KV_PUT, KV_PUT_EX and KV_PUT_VECTORS)",
                     len: 1,
                     min: 0,
                     max: 0,
@@ -319,6 +326,7 @@ fn write_body(request: &Request, w: &mut ChunkWriter) {
         Request::Overlays(request) => request.write(w),
         Request::Blobs(request) => request.write(w),
         Request::Streams(request) => request.write(w),
+        Request::Vectors(request) => request.write(w),
         Request::AckAfter { request, .. } => write_body(request, w),
     }
 }

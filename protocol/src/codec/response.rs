@@ -12,14 +12,14 @@ use super::streams;
 use super::writer::{ChunkWriter, truncate_utf8};
 use super::{
     AdminResponse, AppendsResponse, BlobsResponse, ContextsResponse, Family, KvResponse,
-    OverlaysResponse, ReadsResponse, RetentionResponse, StreamsResponse, overlays,
+    OverlaysResponse, ReadsResponse, RetentionResponse, StreamsResponse, VectorsResponse, overlays,
 };
 use crate::error::{DecodeError, ErrorCode};
 use crate::frame::FrameHeader;
 use crate::message::*;
 
 /// An answer: the family of the request it answers, then the message; or ERROR.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Response {
     Admin(AdminResponse),
     Contexts(ContextsResponse),
@@ -30,6 +30,7 @@ pub enum Response {
     Overlays(OverlaysResponse),
     Blobs(BlobsResponse),
     Streams(StreamsResponse),
+    Vectors(VectorsResponse),
     /// Answer to a read sent with `Request::AsOf`: the read's answer (boxed: a TURN would grow
     /// every response's size), and one overlay state per TURN in it, in order (frame flag
     /// `OVERLAYS`).
@@ -58,6 +59,7 @@ impl Response {
             Response::Overlays(response) => response.message_type(),
             Response::Blobs(response) => response.message_type(),
             Response::Streams(response) => response.message_type(),
+            Response::Vectors(response) => response.message_type(),
             Response::Error { .. } => return ERROR_TYPE,
         };
         answered.response_code()
@@ -128,6 +130,7 @@ pub fn decode_response(header: &FrameHeader, body: Bytes) -> Result<Response, De
         Family::Overlays(kind) => Response::Overlays(OverlaysResponse::read(kind, &mut cursor)?),
         Family::Blobs(kind) => Response::Blobs(BlobsResponse::read(kind, &mut cursor)?),
         Family::Streams(kind) => Response::Streams(StreamsResponse::read(kind, &mut cursor, more)?),
+        Family::Vectors(kind) => Response::Vectors(VectorsResponse::read(kind, &mut cursor)?),
     };
     cursor.finish()?;
     Ok(response)
@@ -177,6 +180,7 @@ pub fn encode_response(req_id: u64, response: &Response) -> Vec<Bytes> {
         Response::Overlays(response) => response.write(&mut w),
         Response::Blobs(response) => response.write(&mut w),
         Response::Streams(response) => response.write(&mut w),
+        Response::Vectors(response) => response.write(&mut w),
         Response::Error {
             code,
             detail,

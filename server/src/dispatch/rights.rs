@@ -48,7 +48,9 @@ pub fn need(message: MessageType) -> Need {
         | M::StreamList
         | M::StreamRead
         | M::Watch
-        | M::StreamFollow => Need::Read,
+        | M::StreamFollow
+        | M::VectorIndexList
+        | M::VectorSearch => Need::Read,
         M::CtxCreate
         | M::CtxFork
         | M::AppendTurn
@@ -67,8 +69,10 @@ pub fn need(message: MessageType) -> Need {
         | M::StreamOpen
         | M::StreamAppend
         | M::StreamSeal
-        | M::StreamAbort => Need::Write,
-        M::CtxDelete | M::CtxPrune | M::CtxTtl | M::PurgeBlob => Need::Admin,
+        | M::StreamAbort
+        | M::VectorIndexCreate
+        | M::KvPutVectors => Need::Write,
+        M::CtxDelete | M::CtxPrune | M::CtxTtl | M::PurgeBlob | M::VectorIndexDrop => Need::Admin,
         // A tenant's TENANT_LIST answers its own entry only (its usage, quotas and refusals:
         // its STATS); the operator's, every tenant.
         M::TenantList => Need::Nothing,

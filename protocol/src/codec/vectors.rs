@@ -1,0 +1,507 @@
+//! Vector search (version 6, decision 0033): VECTOR_INDEX_CREATE, VECTOR_INDEX_DROP,
+//! VECTOR_INDEX_LIST, VECTOR_SEARCH and KV_PUT_VECTORS. Layouts in docs/protocol.md, *Vector
+//! search*. Components are read as they are: a NaN or an infinity, an unknown metric, a
+//! dimension the index does not have are the store's to refuse with INVALID_ARGUMENT (the
+//! connection stays open), not a broken frame.
+
+use bytes::Bytes;
+
+use super::answer::{ERROR_ANSWER_BYTES_MAX, FIXED_ANSWER_BYTES};
+use super::check::{EncodeError, SHORT, TINY, context, within};
+use super::cursor::Cursor;
+use super::writer::{ChunkWriter, short_len};
+use crate::error::DecodeError;
+use crate::message::*;
+
+/// The vector messages (`Family::of` in codec/mod.rs maps message types to them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    VectorIndexCreate,
+    VectorIndexDrop,
+    VectorIndexList,
+    VectorSearch,
+    KvPutVectors,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum VectorsRequest {
+    VectorIndexCreate(VectorIndexCreate),
+    VectorIndexDrop(VectorIndexDrop),
+    VectorIndexList(VectorIndexList),
+    VectorSearch(VectorSearch),
+    KvPutVectors(KvPutVectors),
+}
+
+/// Creates an index of the connection's tenant, or answers the one of that name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorIndexCreate {
+    pub name: String,
+    pub dims: u16,
+    /// `Metric::code` (1 cosine, 2 inner product, 3 L2); another is the store's to refuse.
+    pub metric: u8,
+    /// 0: the server's default.
+    pub ef_search: u16,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorIndexDrop {
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorIndexList {}
+
+/// The `k` entries of one context nearest `vector`, after `offset`, among those under
+/// `prefix` whose value passes `filter` (JSON; empty: none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorSearch {
+    pub context: ContextRef,
+    pub index: String,
+    pub vector: Vec<f32>,
+    pub k: u16,
+    pub offset: u16,
+    /// `vector_search_flags`.
+    pub search_flags: u8,
+    pub ef_search: u16,
+    pub prefix: Bytes,
+    pub filter: Bytes,
+}
+
+/// KV_PUT_EX with each entry's vectors, all of `index`, each of `dims` components.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvPutVectors {
+    pub context: ContextRef,
+    /// `kv_put_flags`.
+    pub put_flags: u8,
+    pub ttl_ms: u64,
+    pub index: String,
+    pub dims: u16,
+    pub entries: Vec<VectorEntryWire>,
+}
+
+/// An entry of KV_PUT_VECTORS: its key, value and vectors (none: stored without any).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorEntryWire {
+    pub key: Bytes,
+    pub value: Bytes,
+    pub vectors: Vec<Vec<f32>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum VectorsResponse {
+    VectorIndex(VectorIndexWire),
+    VectorIndexDropped(VectorIndexWire),
+    VectorIndexes(VectorIndexes),
+    VectorHits(VectorHits),
+    Stored(Stored),
+}
+
+/// VECTOR_INDEX_INFO.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorIndexWire {
+    pub index_id: u32,
+    pub dims: u16,
+    pub metric: u8,
+    pub ef_search: u16,
+    pub vectors: u64,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorIndexes {
+    pub indexes: Vec<VectorIndexWire>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorHits {
+    /// `vector_search_method`.
+    pub method: u8,
+    /// Vectors compared.
+    pub candidates: u32,
+    pub hits: Vec<VectorHitWire>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorHitWire {
+    pub key: Bytes,
+    pub score: f32,
+    pub value_hash: BlobHash,
+    pub value_len: u32,
+}
+
+/// KV_PUT_VECTORS' answer: an empty body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {}
+
+/// Bits of VECTOR_SEARCH's `search_flags`.
+pub mod vector_search_flags {
+    /// Compare every candidate exactly, never the graph.
+    pub const EXACT: u8 = 1;
+    pub const KNOWN: u8 = EXACT;
+}
+
+/// VECTOR_HITS' `method`.
+pub mod vector_search_method {
+    pub const EXACT: u8 = 0;
+    pub const GRAPH: u8 = 1;
+}
+
+/// VECTOR_INDEX_INFO's fixed bytes (the name follows).
+pub const VECTOR_INDEX_WIRE_BYTES: usize = 20;
+/// Most bytes of an index name.
+pub const VECTOR_INDEX_NAME_BYTES_LIMIT: u64 = 64;
+/// Most hits one answer carries (`k`, and `k + offset`).
+pub const VECTOR_HITS_MAX: u64 = 1000;
+/// Most indexes a listing answers.
+pub const VECTOR_INDEXES_MAX: u64 = 64;
+/// A hit at its largest: a 256-byte key and its length, the score, hash and length.
+const VECTOR_HIT_BYTES_MAX: u64 = 2 + 256 + 4 + 32 + 4;
+
+/// The family's enums under the names the message table uses (`message_table!`).
+pub type Requests = VectorsRequest;
+pub type Answers = VectorsResponse;
+
+impl VectorsRequest {
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            VectorsRequest::VectorIndexCreate(VectorIndexCreate { .. }) => {
+                MessageType::VectorIndexCreate
+            }
+            VectorsRequest::VectorIndexDrop(VectorIndexDrop { .. }) => MessageType::VectorIndexDrop,
+            VectorsRequest::VectorIndexList(VectorIndexList {}) => MessageType::VectorIndexList,
+            VectorsRequest::VectorSearch(VectorSearch { .. }) => MessageType::VectorSearch,
+            VectorsRequest::KvPutVectors(KvPutVectors { .. }) => MessageType::KvPutVectors,
+        }
+    }
+
+    /// The largest answer (see `codec/answer.rs`).
+    pub fn answer_bytes_max(&self) -> u64 {
+        let index = VECTOR_INDEX_WIRE_BYTES as u64 + VECTOR_INDEX_NAME_BYTES_LIMIT;
+        match self {
+            VectorsRequest::VectorIndexCreate(_) | VectorsRequest::VectorIndexDrop(_) => {
+                16 + index + ERROR_ANSWER_BYTES_MAX
+            }
+            VectorsRequest::VectorIndexList(_) => {
+                16 + 2 + VECTOR_INDEXES_MAX * index + ERROR_ANSWER_BYTES_MAX
+            }
+            VectorsRequest::VectorSearch(search) => {
+                let hits = u64::from(search.k).min(VECTOR_HITS_MAX);
+                16 + 8 + hits * VECTOR_HIT_BYTES_MAX + ERROR_ANSWER_BYTES_MAX
+            }
+            VectorsRequest::KvPutVectors(_) => FIXED_ANSWER_BYTES,
+        }
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<VectorsRequest, DecodeError> {
+        Ok(match kind {
+            Kind::VectorIndexCreate => {
+                let name = cursor.short_string("index name")?;
+                let dims = cursor.u16()?;
+                let metric = cursor.u8()?;
+                cursor.zero(1, "reserved")?;
+                VectorsRequest::VectorIndexCreate(VectorIndexCreate {
+                    name,
+                    dims,
+                    metric,
+                    ef_search: cursor.u16()?,
+                })
+            }
+            Kind::VectorIndexDrop => VectorsRequest::VectorIndexDrop(VectorIndexDrop {
+                name: cursor.short_string("index name")?,
+            }),
+            Kind::VectorIndexList => VectorsRequest::VectorIndexList(VectorIndexList {}),
+            Kind::VectorSearch => VectorsRequest::VectorSearch(read_search(cursor)?),
+            Kind::KvPutVectors => VectorsRequest::KvPutVectors(read_put(cursor)?),
+        })
+    }
+
+    /// What the wire cannot carry (`check_request`).
+    pub(super) fn check(&self) -> Result<(), EncodeError> {
+        match self {
+            VectorsRequest::VectorIndexCreate(VectorIndexCreate { name, .. })
+            | VectorsRequest::VectorIndexDrop(VectorIndexDrop { name }) => {
+                within("index name", name.len(), 0, SHORT, "bytes")
+            }
+            VectorsRequest::VectorIndexList(_) => Ok(()),
+            VectorsRequest::VectorSearch(search) => {
+                context(&search.context)?;
+                within("index name", search.index.len(), 0, SHORT, "bytes")?;
+                within("query", search.vector.len(), 0, SHORT, "components")?;
+                within("prefix", search.prefix.len(), 0, SHORT, "bytes")?;
+                within(
+                    "filter",
+                    search.filter.len(),
+                    0,
+                    u64::from(u32::MAX),
+                    "bytes",
+                )
+            }
+            VectorsRequest::KvPutVectors(put) => {
+                context(&put.context)?;
+                within("index name", put.index.len(), 0, SHORT, "bytes")?;
+                within("entries", put.entries.len(), 0, SHORT, "entries")?;
+                put.entries.iter().try_for_each(|entry| {
+                    within("key", entry.key.len(), 0, SHORT, "bytes")?;
+                    within("value", entry.value.len(), 0, u64::from(u32::MAX), "bytes")?;
+                    within("vectors", entry.vectors.len(), 0, TINY, "vectors")?;
+                    entry.vectors.iter().try_for_each(|vector| {
+                        let dims = usize::from(put.dims);
+                        within(
+                            "vector",
+                            vector.len(),
+                            dims as u64,
+                            dims as u64,
+                            "components",
+                        )
+                    })
+                })
+            }
+        }
+    }
+
+    /// The body (`check` passed).
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            VectorsRequest::VectorIndexCreate(create) => {
+                w.short(create.name.as_bytes());
+                w.u16(create.dims);
+                w.u8(create.metric);
+                w.zero(1);
+                w.u16(create.ef_search);
+            }
+            VectorsRequest::VectorIndexDrop(drop) => w.short(drop.name.as_bytes()),
+            VectorsRequest::VectorIndexList(_) => {}
+            VectorsRequest::VectorSearch(search) => {
+                w.context_ref(&search.context);
+                w.short(search.index.as_bytes());
+                w.u16(short_len(search.vector.len()));
+                write_vector(w, &search.vector);
+                w.u16(search.k);
+                w.u16(search.offset);
+                w.u8(search.search_flags);
+                w.zero(1);
+                w.u16(search.ef_search);
+                w.short(&search.prefix);
+                w.u32(search.filter.len() as u32);
+                w.data(&search.filter);
+            }
+            VectorsRequest::KvPutVectors(put) => {
+                w.context_ref(&put.context);
+                w.u8(put.put_flags);
+                w.u64(put.ttl_ms);
+                w.short(put.index.as_bytes());
+                w.u16(put.dims);
+                w.u16(short_len(put.entries.len()));
+                for entry in &put.entries {
+                    w.short(&entry.key);
+                    w.u32(entry.value.len() as u32);
+                    w.data(&entry.value);
+                    w.u8(entry.vectors.len() as u8);
+                    for vector in &entry.vectors {
+                        write_vector(w, vector);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// VECTOR_SEARCH's body.
+fn read_search(cursor: &mut Cursor) -> Result<VectorSearch, DecodeError> {
+    let context = cursor.context_ref()?;
+    let index = cursor.short_string("index name")?;
+    let dims = usize::from(cursor.u16()?);
+    let vector = read_vector(cursor, dims)?;
+    let k = cursor.u16()?;
+    let offset = cursor.u16()?;
+    let search_flags = cursor.flags_u8(vector_search_flags::KNOWN, "search_flags")?;
+    cursor.zero(1, "reserved")?;
+    let ef_search = cursor.u16()?;
+    let prefix = cursor.short_bytes()?;
+    let filter_len = cursor.u32()? as usize;
+    Ok(VectorSearch {
+        context,
+        index,
+        vector,
+        k,
+        offset,
+        search_flags,
+        ef_search,
+        prefix,
+        filter: cursor.bytes(filter_len)?,
+    })
+}
+
+/// KV_PUT_VECTORS' body.
+fn read_put(cursor: &mut Cursor) -> Result<KvPutVectors, DecodeError> {
+    let context = cursor.context_ref()?;
+    let put_flags = cursor.flags_u8(kv_put_flags::KNOWN, "put_flags")?;
+    let ttl_ms = cursor.u64()?;
+    let index = cursor.short_string("index name")?;
+    let dims = cursor.u16()?;
+    let count = usize::from(cursor.u16()?);
+    let mut entries = Vec::with_capacity(cursor.list_capacity(count, 7));
+    for _ in 0..count {
+        let key = cursor.short_bytes()?;
+        let value_len = cursor.u32()? as usize;
+        let value = cursor.bytes(value_len)?;
+        let vector_count = usize::from(cursor.u8()?);
+        let row_bytes = usize::from(dims) * 4;
+        let mut vectors = Vec::with_capacity(cursor.list_capacity(vector_count, row_bytes));
+        for _ in 0..vector_count {
+            vectors.push(read_vector(cursor, usize::from(dims))?);
+        }
+        entries.push(VectorEntryWire {
+            key,
+            value,
+            vectors,
+        });
+    }
+    Ok(KvPutVectors {
+        context,
+        put_flags,
+        ttl_ms,
+        index,
+        dims,
+        entries,
+    })
+}
+
+/// `dims` little-endian f32s (the cursor checks they are there before any is kept).
+fn read_vector(cursor: &mut Cursor, dims: usize) -> Result<Vec<f32>, DecodeError> {
+    let bytes = cursor.take(dims * 4)?;
+    let mut reader = ctxstore_vocab::le::LeReader::new(bytes);
+    let mut vector = Vec::with_capacity(dims);
+    for _ in 0..dims {
+        let Ok(component) = reader.f32() else {
+            unreachable!("took dims × 4 bytes just above");
+        };
+        vector.push(component);
+    }
+    Ok(vector)
+}
+
+fn write_vector(w: &mut ChunkWriter, vector: &[f32]) {
+    for component in vector {
+        w.u32(component.to_bits());
+    }
+}
+
+impl VectorsResponse {
+    /// The request type this answers.
+    pub fn message_type(&self) -> MessageType {
+        match self {
+            VectorsResponse::VectorIndex(_) => MessageType::VectorIndexCreate,
+            VectorsResponse::VectorIndexDropped(_) => MessageType::VectorIndexDrop,
+            VectorsResponse::VectorIndexes(_) => MessageType::VectorIndexList,
+            VectorsResponse::VectorHits(_) => MessageType::VectorSearch,
+            VectorsResponse::Stored(_) => MessageType::KvPutVectors,
+        }
+    }
+
+    pub(super) fn read(kind: Kind, cursor: &mut Cursor) -> Result<VectorsResponse, DecodeError> {
+        Ok(match kind {
+            Kind::VectorIndexCreate => VectorsResponse::VectorIndex(read_index(cursor)?),
+            Kind::VectorIndexDrop => VectorsResponse::VectorIndexDropped(read_index(cursor)?),
+            Kind::VectorIndexList => {
+                let count = u64::from(cursor.u16()?);
+                if count > VECTOR_INDEXES_MAX {
+                    return Err(cursor.too_large("count", count, VECTOR_INDEXES_MAX));
+                }
+                let mut indexes = Vec::with_capacity(
+                    cursor.list_capacity(count as usize, VECTOR_INDEX_WIRE_BYTES),
+                );
+                for _ in 0..count {
+                    indexes.push(read_index(cursor)?);
+                }
+                VectorsResponse::VectorIndexes(VectorIndexes { indexes })
+            }
+            Kind::VectorSearch => VectorsResponse::VectorHits(read_hits(cursor)?),
+            Kind::KvPutVectors => VectorsResponse::Stored(Stored {}),
+        })
+    }
+
+    pub(super) fn write(&self, w: &mut ChunkWriter) {
+        match self {
+            VectorsResponse::VectorIndex(index) | VectorsResponse::VectorIndexDropped(index) => {
+                write_index(w, index)
+            }
+            VectorsResponse::VectorIndexes(VectorIndexes { indexes }) => {
+                w.u16(short_len(indexes.len()));
+                for index in indexes {
+                    write_index(w, index);
+                }
+            }
+            VectorsResponse::VectorHits(hits) => {
+                w.u8(hits.method);
+                w.zero(1);
+                w.u32(hits.candidates);
+                w.u16(short_len(hits.hits.len()));
+                for hit in &hits.hits {
+                    w.short(&hit.key);
+                    w.u32(hit.score.to_bits());
+                    w.slice(&hit.value_hash.0);
+                    w.u32(hit.value_len);
+                }
+            }
+            VectorsResponse::Stored(Stored {}) => {}
+        }
+    }
+}
+
+fn read_index(cursor: &mut Cursor) -> Result<VectorIndexWire, DecodeError> {
+    let index_id = cursor.u32()?;
+    let dims = cursor.u16()?;
+    let metric = cursor.u8()?;
+    cursor.zero(1, "reserved")?;
+    let ef_search = cursor.u16()?;
+    let vectors = cursor.u64()?;
+    let name = cursor.short_string("index name")?;
+    Ok(VectorIndexWire {
+        index_id,
+        dims,
+        metric,
+        ef_search,
+        vectors,
+        name,
+    })
+}
+
+fn write_index(w: &mut ChunkWriter, index: &VectorIndexWire) {
+    w.u32(index.index_id);
+    w.u16(index.dims);
+    w.u8(index.metric);
+    w.zero(1);
+    w.u16(index.ef_search);
+    w.u64(index.vectors);
+    w.short(index.name.as_bytes());
+}
+
+fn read_hits(cursor: &mut Cursor) -> Result<VectorHits, DecodeError> {
+    let method = cursor.u8()?;
+    if method > vector_search_method::GRAPH {
+        return Err(cursor.invalid("method", "not 0 (exact) or 1 (graph)"));
+    }
+    cursor.zero(1, "reserved")?;
+    let candidates = cursor.u32()?;
+    let count = u64::from(cursor.u16()?);
+    if count > VECTOR_HITS_MAX {
+        return Err(cursor.too_large("count", count, VECTOR_HITS_MAX));
+    }
+    let mut hits = Vec::with_capacity(cursor.list_capacity(count as usize, 42));
+    for _ in 0..count {
+        let key = cursor.short_bytes()?;
+        let score = f32::from_bits(cursor.u32()?);
+        hits.push(VectorHitWire {
+            key,
+            score,
+            value_hash: cursor.hash()?,
+            value_len: cursor.u32()?,
+        });
+    }
+    Ok(VectorHits {
+        method,
+        candidates,
+        hits,
+    })
+}

@@ -1,0 +1,157 @@
+//! The vectors family (version 6, decision 0033): VECTOR_INDEX_CREATE, VECTOR_INDEX_DROP,
+//! VECTOR_INDEX_LIST, VECTOR_SEARCH, KV_PUT_VECTORS. The engine checks vectors and limits;
+//! here a metric code becomes a `Metric` and a filter a `ValueFilter` (INVALID_ARGUMENT
+//! naming what is wrong), before the engine is asked.
+
+use ctxstore_engine::vectors::{
+    Metric, VectorEntry, VectorIndexInfo, VectorSearch as EngineSearch,
+};
+use ctxstore_protocol::vectors::{
+    self, VectorHitWire, VectorIndexWire, vector_search_flags, vector_search_method,
+};
+use ctxstore_protocol::{ErrorCode, Response, VectorsRequest, VectorsResponse, kv_put_flags};
+use ctxstore_vocab::vectors::VECTOR_FILTER_BYTES_MAX;
+
+use super::{Scoped, context_ref, engine_error, error};
+use crate::value_filter::ValueFilter;
+
+impl Scoped<'_> {
+    pub(super) async fn answer_vectors(
+        &self,
+        request: VectorsRequest,
+    ) -> Result<VectorsResponse, Response> {
+        match request {
+            VectorsRequest::VectorIndexCreate(create) => self
+                .vector_index_create(create)
+                .await
+                .map(VectorsResponse::VectorIndex),
+            VectorsRequest::VectorIndexDrop(drop) => {
+                let dropped = self.engine.vector_index_drop(&drop.name).await;
+                dropped
+                    .map(|info| VectorsResponse::VectorIndexDropped(index_wire(&info)))
+                    .map_err(engine_error)
+            }
+            VectorsRequest::VectorIndexList(_) => {
+                let indexes = self
+                    .engine
+                    .vector_indexes()
+                    .iter()
+                    .map(index_wire)
+                    .collect();
+                Ok(VectorsResponse::VectorIndexes(vectors::VectorIndexes {
+                    indexes,
+                }))
+            }
+            VectorsRequest::VectorSearch(search) => {
+                self.vector_search(search).map(VectorsResponse::VectorHits)
+            }
+            VectorsRequest::KvPutVectors(put) => self
+                .kv_put_vectors(put)
+                .await
+                .map(|()| VectorsResponse::Stored(vectors::Stored {})),
+        }
+    }
+
+    async fn vector_index_create(
+        &self,
+        create: vectors::VectorIndexCreate,
+    ) -> Result<VectorIndexWire, Response> {
+        let Some(metric) = Metric::from_code(create.metric) else {
+            return Err(error(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "metric {} is not 1 (cosine), 2 (inner_product) or 3 (l2)",
+                    create.metric
+                ),
+            ));
+        };
+        let created = self
+            .engine
+            .vector_index_create(&create.name, create.dims, metric, create.ef_search)
+            .await;
+        created.map(|info| index_wire(&info)).map_err(engine_error)
+    }
+
+    fn vector_search(
+        &self,
+        search: vectors::VectorSearch,
+    ) -> Result<vectors::VectorHits, Response> {
+        if search.filter.len() > VECTOR_FILTER_BYTES_MAX {
+            return Err(error(
+                ErrorCode::TooLarge,
+                format!(
+                    "the filter is {} bytes; at most {VECTOR_FILTER_BYTES_MAX}",
+                    search.filter.len()
+                ),
+            ));
+        }
+        let filter = match search.filter.is_empty() {
+            true => None,
+            false => Some(
+                ValueFilter::parse(&search.filter)
+                    .map_err(|problem| error(ErrorCode::InvalidArgument, problem))?,
+            ),
+        };
+        let asked = EngineSearch {
+            context: context_ref(search.context),
+            index: search.index,
+            vector: search.vector,
+            k: u32::from(search.k),
+            offset: u32::from(search.offset),
+            prefix: search.prefix.to_vec(),
+            exact: search.search_flags & vector_search_flags::EXACT != 0,
+            ef_search: search.ef_search,
+        };
+        let mut passes = |value: &[u8]| filter.as_ref().is_none_or(|filter| filter.passes(value));
+        let passes: ctxstore_engine::vectors::ValueFilter<'_> = &mut passes;
+        let found = self.engine.vector_search(&asked, Some(passes));
+        let found = found.map_err(engine_error)?;
+        Ok(vectors::VectorHits {
+            method: if found.exact {
+                vector_search_method::EXACT
+            } else {
+                vector_search_method::GRAPH
+            },
+            candidates: u32::try_from(found.candidates).unwrap_or(u32::MAX),
+            hits: found
+                .hits
+                .into_iter()
+                .map(|hit| VectorHitWire {
+                    key: hit.key,
+                    score: hit.score,
+                    value_hash: hit.value_hash,
+                    value_len: hit.value_len,
+                })
+                .collect(),
+        })
+    }
+
+    async fn kv_put_vectors(&self, put: vectors::KvPutVectors) -> Result<(), Response> {
+        let if_absent = put.put_flags & kv_put_flags::IF_ABSENT != 0;
+        let context = context_ref(put.context);
+        let entries = put
+            .entries
+            .into_iter()
+            .map(|entry| VectorEntry {
+                key: entry.key.to_vec(),
+                value: entry.value,
+                vectors: entry.vectors,
+            })
+            .collect();
+        let stored = self
+            .engine
+            .kv_put_vectors(&context, &put.index, entries, if_absent, put.ttl_ms);
+        stored.await.map_err(engine_error)
+    }
+}
+
+fn index_wire(info: &VectorIndexInfo) -> VectorIndexWire {
+    VectorIndexWire {
+        index_id: info.index_id,
+        dims: info.dims,
+        metric: info.metric.code(),
+        ef_search: info.ef_search,
+        vectors: info.vectors,
+        name: info.name.to_string(),
+    }
+}

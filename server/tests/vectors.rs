@@ -1,0 +1,295 @@
+//! Protocol version 6's vector search (decision 0033) end to end: an index created, listed and
+//! dropped; entries put with their vectors through the Rust client (blocking twin), searched
+//! with a JSON filter (LangGraph's operators) and answered exactly k; every refusal typed,
+//! with nothing written and the connection open: an unknown metric, a NaN or an infinity, a
+//! dimension the index has not, a filter the server cannot evaluate, k out of range; the
+//! indexes and vectors kept across a restart; a version-5 connection finds the messages
+//! unknown.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use ctxstore_client::{ClientError, ContextRef as ClientRef, Metric, VectorEntry, VectorQuery};
+use ctxstore_protocol::{ContextRef, ErrorCode, Request, Response, vectors};
+
+fn entry(key: &str, value: &str, vectors: Vec<Vec<f32>>) -> VectorEntry {
+    VectorEntry {
+        key: Bytes::copy_from_slice(key.as_bytes()),
+        value: Bytes::copy_from_slice(value.as_bytes()),
+        vectors,
+    }
+}
+
+fn keys(hits: &ctxstore_client::VectorHits) -> Vec<String> {
+    hits.hits
+        .iter()
+        .map(|hit| String::from_utf8(hit.key.to_vec()).unwrap())
+        .collect()
+}
+
+fn server_code(error: &ClientError) -> Option<ErrorCode> {
+    match error {
+        ClientError::Server { code, .. } => Some(*code),
+        _ => None,
+    }
+}
+
+#[test]
+fn entries_are_found_by_meaning_exactly_k_through_a_filter_and_kept_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = spawn_binary(dir.path(), &[]);
+    let client = blocking_client(&server);
+    let created = client
+        .vector_index_create("notes", 2, Metric::Cosine, 0)
+        .unwrap();
+    assert_eq!(
+        (created.index_id, created.ef_search, created.vectors),
+        (1, 128, 0)
+    );
+    let context = client.create_context().unwrap().context_id;
+    let context = ClientRef::Id(context);
+    // 100 items around the unit circle; a colour on every tenth.
+    let mut entries = Vec::new();
+    for i in 0..100 {
+        let angle = i as f32 * std::f32::consts::TAU / 100.0;
+        let colour = if i % 10 == 3 { "red" } else { "blue" };
+        let value = format!("{{\"colour\":\"{colour}\",\"n\":{i}}}");
+        entries.push(entry(
+            &format!("i/{i:03}"),
+            &value,
+            vec![vec![angle.cos(), angle.sin()]],
+        ));
+    }
+    client
+        .kv_put_vectors(context.clone(), "notes", 2, entries, false, None)
+        .unwrap();
+    assert_eq!(client.vector_indexes().unwrap()[0].vectors, 100);
+    // Nearest to angle 0: items 0, 1, 99, 2, 98 …
+    let hits = client
+        .vector_search(
+            context.clone(),
+            VectorQuery::new("notes", vec![1.0, 0.0], 3),
+        )
+        .unwrap();
+    assert_eq!(keys(&hits), ["i/000", "i/001", "i/099"]);
+    assert_eq!(hits.method, vectors::vector_search_method::EXACT);
+    assert_eq!(hits.candidates, 100);
+    assert!((hits.hits[0].score - 1.0).abs() < 1e-6);
+    // A filter passing one in ten still answers exactly k, nearest first.
+    let mut query = VectorQuery::new("notes", vec![1.0, 0.0], 5);
+    query.filter = Bytes::from_static(br#"{"colour": "red", "n": {"$lt": 90}}"#);
+    let hits = client
+        .vector_search(context.clone(), query.clone())
+        .unwrap();
+    assert_eq!(keys(&hits), ["i/003", "i/013", "i/083", "i/023", "i/073"]);
+    query.offset = 8;
+    let hits = client.vector_search(context.clone(), query).unwrap();
+    assert_eq!(keys(&hits), ["i/053"], "fewer than k pass: all of them");
+
+    // Refusals: typed, the connection open, nothing written.
+    let refused = |result: Result<(), ClientError>, code: ErrorCode, says: &str| {
+        let error = result.unwrap_err();
+        assert_eq!(server_code(&error), Some(code), "{error}");
+        assert!(
+            error.to_string().contains(says),
+            "{error} should say {says}"
+        );
+    };
+    let wrong_dims = vec![entry("i/x", "{}", vec![vec![1.0, 0.0, 0.0]])];
+    refused(
+        client.kv_put_vectors(context.clone(), "notes", 3, wrong_dims, false, None),
+        ErrorCode::InvalidArgument,
+        "3 dimensions",
+    );
+    refused(
+        client
+            .vector_index_create("notes", 3, Metric::Cosine, 0)
+            .map(drop),
+        ErrorCode::InvalidArgument,
+        "2 dimensions",
+    );
+    let mut bad = VectorQuery::new("notes", vec![1.0, 0.0], 5);
+    bad.filter = Bytes::from_static(br#"{"colour": {"$regex": "r.d"}}"#);
+    refused(
+        client.vector_search(context.clone(), bad).map(drop),
+        ErrorCode::InvalidArgument,
+        "$regex",
+    );
+    let absent = VectorQuery::new("absent", vec![1.0, 0.0], 5);
+    refused(
+        client.vector_search(context.clone(), absent).map(drop),
+        ErrorCode::NotFound,
+        "\"absent\"",
+    );
+    let too_many = VectorQuery::new("notes", vec![1.0, 0.0], 1001);
+    refused(
+        client.vector_search(context.clone(), too_many).map(drop),
+        ErrorCode::TooLarge,
+        "k + offset",
+    );
+    assert!(
+        client
+            .kv_get(context.clone(), Bytes::from_static(b"i/x"))
+            .unwrap()
+            .is_none()
+    );
+    drop(client);
+    drop(server);
+
+    // Restarted: the index, its count and the answers, from the log.
+    let server = spawn_binary(dir.path(), &[]);
+    let client = blocking_client(&server);
+    assert_eq!(client.vector_indexes().unwrap()[0].vectors, 100);
+    let hits = client
+        .vector_search(
+            context.clone(),
+            VectorQuery::new("notes", vec![0.0, 1.0], 1),
+        )
+        .unwrap();
+    assert_eq!(keys(&hits), ["i/025"]);
+    let dropped = client.vector_index_drop("notes").unwrap();
+    assert_eq!(dropped.vectors, 100);
+    let error = client.vector_index_drop("notes").unwrap_err();
+    assert_eq!(server_code(&error), Some(ErrorCode::NotFound), "{error}");
+}
+
+/// What the Rust client refuses before sending, sent raw: the server refuses it too, typed,
+/// and keeps the connection.
+#[test]
+fn the_server_refuses_what_it_cannot_store_or_evaluate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(config(dir.path()));
+    let mut raw = Raw::connect(server.local_addr());
+    raw.hello(b"");
+    let create = |metric: u8, dims: u16| {
+        Request::from(vectors::VectorIndexCreate {
+            name: "m".into(),
+            dims,
+            metric,
+            ef_search: 0,
+        })
+    };
+    let code = |response: &Response| error_code(response);
+    assert_eq!(
+        code(&raw.call(1, &create(7, 3))),
+        Some(ErrorCode::InvalidArgument)
+    );
+    assert_eq!(
+        code(&raw.call(2, &create(1, 0))),
+        Some(ErrorCode::InvalidArgument)
+    );
+    assert_eq!(
+        code(&raw.call(3, &create(1, 5000))),
+        Some(ErrorCode::InvalidArgument)
+    );
+    assert_eq!(code(&raw.call(4, &create(2, 3))), None);
+    let opened = raw.call(
+        5,
+        &Request::from(ctxstore_protocol::contexts::CtxOpen {
+            base_turn_id: 0,
+            get_or_create: true,
+            clone_from: None,
+            name: Some("mem".into()),
+            tags: vec![],
+        }),
+    );
+    assert_eq!(code(&opened), None, "{opened:?}");
+    let put = |component: f32| {
+        Request::from(vectors::KvPutVectors {
+            context: ContextRef::Name("mem".into()),
+            put_flags: 0,
+            ttl_ms: 0,
+            index: "m".into(),
+            dims: 3,
+            entries: vec![vectors::VectorEntryWire {
+                key: Bytes::from_static(b"k"),
+                value: Bytes::from_static(b"v"),
+                vectors: vec![vec![1.0, component, 0.0]],
+            }],
+        })
+    };
+    for (req_id, bad) in [(6, f32::NAN), (7, f32::INFINITY), (8, f32::NEG_INFINITY)] {
+        let refused = raw.call(req_id, &put(bad));
+        assert_eq!(
+            code(&refused),
+            Some(ErrorCode::InvalidArgument),
+            "{refused:?}"
+        );
+    }
+    let search = |vector: Vec<f32>, k: u16, filter: &'static [u8]| {
+        Request::from(vectors::VectorSearch {
+            context: ContextRef::Name("mem".into()),
+            index: "m".into(),
+            vector,
+            k,
+            offset: 0,
+            search_flags: 0,
+            ef_search: 0,
+            prefix: Bytes::new(),
+            filter: Bytes::from_static(filter),
+        })
+    };
+    let nothing = raw.call(9, &search(vec![1.0, 0.0, 0.0], 5, b""));
+    assert!(
+        format!("{nothing:?}").contains("hits: []"),
+        "nothing written: {nothing:?}"
+    );
+    for (req_id, request, expected) in [
+        (
+            10,
+            search(vec![f32::NAN, 0.0, 0.0], 5, b""),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            11,
+            search(vec![1.0, 0.0], 5, b""),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            12,
+            search(vec![1.0, 0.0, 0.0], 0, b""),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            13,
+            search(vec![1.0, 0.0, 0.0], 5, b"[1]"),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            14,
+            search(vec![1.0, 0.0, 0.0], 5, b"{\"a\":"),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            15,
+            search(vec![1.0, 0.0, 0.0], 2000, b""),
+            ErrorCode::TooLarge,
+        ),
+    ] {
+        let refused = raw.call(req_id, &request);
+        assert_eq!(code(&refused), Some(expected), "{req_id}: {refused:?}");
+    }
+    let filter = vec![b' '; 70_000];
+    let mut large = search(vec![1.0, 0.0, 0.0], 5, b"");
+    if let Request::Vectors(ctxstore_protocol::VectorsRequest::VectorSearch(search)) = &mut large {
+        search.filter = Bytes::from(filter);
+    }
+    assert_eq!(code(&raw.call(16, &large)), Some(ErrorCode::TooLarge));
+    // Still open, and the good put lands.
+    assert_eq!(code(&raw.call(17, &put(0.5))), None);
+    let found = raw.call(18, &search(vec![1.0, 0.0, 0.0], 5, b""));
+    assert!(format!("{found:?}").contains("candidates: 1"), "{found:?}");
+
+    // A connection of version 5 does not know the messages.
+    let mut old = Raw::connect(server.local_addr());
+    old.hello_versions(b"", 1, 5);
+    let unknown = old.call(1, &create(1, 3));
+    assert_eq!(
+        code(&unknown),
+        Some(ErrorCode::UnknownMessage),
+        "{unknown:?}"
+    );
+    drop(server);
+}
