@@ -39,6 +39,14 @@ pub(crate) enum KvCommand {
         /// run it again). Protocol version 4.
         #[arg(long, value_name = "local|remote", value_parser = super::parse_durability)]
         durability: Option<Durability>,
+        /// The vector index the --vector ones belong to (protocol version 6): the entry is
+        /// put with them (none: with no vectors, which drops any it had).
+        #[arg(long, value_name = "NAME")]
+        index: Option<String>,
+        /// A vector of the entry, comma-separated numbers (repeat it for several, ≤ 64).
+        #[arg(long, requires = "index", allow_hyphen_values = true,
+            value_parser = super::vectors::parse_vector)]
+        vector: Vec<super::vectors::VectorArg>,
     },
     /// Write the value of KEY (raw bytes, checked against its hash) to stdout or to -o PATH;
     /// a key that is not there (or expired) exits 3 (NOT_FOUND).

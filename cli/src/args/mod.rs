@@ -16,11 +16,13 @@ use crate::exits::EXIT_CODES;
 
 mod contexts;
 mod kv;
+mod vectors;
 
 #[cfg(test)]
 use contexts::parse_ttl;
 pub(crate) use contexts::{CtxCommand, Ttl};
 pub(crate) use kv::KvCommand;
+pub(crate) use vectors::{IndexCommand, SearchArgs};
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
 /// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
@@ -293,6 +295,14 @@ pub(crate) enum Command {
     /// A context's key-value entries: put, get, rm, list.
     #[command(subcommand)]
     Kv(KvCommand),
+    /// Your tenant's vector indexes: create, list, drop (protocol version 6). Entries get
+    /// their vectors with `kv put --index NAME --vector …`; `search` finds them by meaning.
+    #[command(subcommand)]
+    Index(IndexCommand),
+    /// The key-value entries of a context nearest a query vector, best first: exactly k
+    /// whenever k or more pass --prefix and --filter. Prints key, score, value_hash,
+    /// value_len per hit (protocol version 6).
+    Search(SearchArgs),
     /// The tenants the server serves, with their usage, quotas and refusals: list, show;
     /// erasure: delete; a new data key: rotate-key (the operator's token; protocol version 5);
     /// and, on the server's host, edits of its tenants file: create, quota

@@ -31,8 +31,22 @@ pub(crate) fn kv(
             key,
             if_absent,
             ttl,
+            index,
+            vector,
             ..
-        } => put(client, out, context, key, *if_absent, *ttl, value),
+        } => {
+            let rows: Vec<Vec<f32>> = vector.iter().map(|arg| arg.0.clone()).collect();
+            let vectors = index.as_deref().map(|index| (index, rows.as_slice()));
+            put(
+                client,
+                out,
+                context,
+                key,
+                (*if_absent, *ttl),
+                vectors,
+                value,
+            )
+        }
         KvCommand::Get {
             context,
             key,
@@ -50,24 +64,7 @@ pub(crate) fn kv(
             }
             Ok(())
         }
-        KvCommand::Rm { context, key } => {
-            // KV_DELETE answers DONE whether or not the key was there: look first, so that a
-            // missing key is NOT_FOUND (as for `kv get`) and a removed one is printed as it was.
-            let key = Bytes::from(key.clone().into_encoded_bytes());
-            let found = list_page(client, context, &key, &[], 1, false)?
-                .into_iter()
-                .find(|item| item.key == key);
-            let Some(item) = found else {
-                return Err(NoSuchKey {
-                    context: context.clone(),
-                    what: "key",
-                    key: String::from_utf8_lossy(&key).into_owned(),
-                }
-                .into());
-            };
-            client.kv_delete(context.clone(), vec![key])?;
-            out.kv_item(&item)
-        }
+        KvCommand::Rm { context, key } => rm(client, out, context, key),
         KvCommand::List {
             context,
             prefix,
@@ -91,14 +88,34 @@ pub(crate) fn kv(
     }
 }
 
+/// `kv rm`: the entry removed, printed as it was.
+fn rm(client: &Client, out: &Output, context: &ContextRef, key: &OsString) -> anyhow::Result<()> {
+    // KV_DELETE answers DONE whether or not the key was there: look first, so that a
+    // missing key is NOT_FOUND (as for `kv get`) and a removed one is printed as it was.
+    let key = Bytes::from(key.clone().into_encoded_bytes());
+    let found = list_page(client, context, &key, &[], 1, false)?
+        .into_iter()
+        .find(|item| item.key == key);
+    let Some(item) = found else {
+        return Err(NoSuchKey {
+            context: context.clone(),
+            what: "key",
+            key: String::from_utf8_lossy(&key).into_owned(),
+        }
+        .into());
+    };
+    client.kv_delete(context.clone(), vec![key])?;
+    out.kv_item(&item)
+}
+
 /// `kv put`: stores `value` under `key`, then prints the entry the context holds now.
 fn put(
     client: &Client,
     out: &Output,
     context: &ContextRef,
     key: &OsString,
-    if_absent: bool,
-    ttl: Option<Duration>,
+    (if_absent, ttl): (bool, Option<Duration>),
+    vectors: Option<(&str, &[Vec<f32>])>,
     value: Option<Vec<u8>>,
 ) -> anyhow::Result<()> {
     let key = Bytes::from(key.clone().into_encoded_bytes());
@@ -110,11 +127,22 @@ fn put(
         ttl_ms: 0,
         expires_at_unix_ms: 0,
     };
-    let entries = vec![(key.clone(), value)];
-    match ttl {
+    match (vectors, ttl) {
+        (Some((index, vectors)), _) => {
+            let dims = vectors.first().map_or(0, Vec::len);
+            let dims = u16::try_from(dims).context("a vector has at most 4096 components")?;
+            let entry = ctxstore_client::VectorEntry {
+                key: key.clone(),
+                value,
+                vectors: vectors.to_vec(),
+            };
+            client.kv_put_vectors(context.clone(), index, dims, vec![entry], if_absent, ttl)?;
+        }
         // KV_PUT_EX needs version 3: without a TTL, KV_PUT serves older servers.
-        Some(_) => client.kv_put_ex(context.clone(), entries, if_absent, ttl)?,
-        None => client.kv_put(context.clone(), entries, if_absent)?,
+        (None, Some(_)) => {
+            client.kv_put_ex(context.clone(), vec![(key.clone(), value)], if_absent, ttl)?
+        }
+        (None, None) => client.kv_put(context.clone(), vec![(key.clone(), value)], if_absent)?,
     }
     // What the context holds now: with --if-absent, perhaps the value that was there.
     let stored = list_page(client, context, &key, &[], 1, false)?;

@@ -12,6 +12,7 @@ mod streams;
 mod tenants;
 mod tenants_file;
 mod tree;
+mod vectors;
 
 pub(crate) use admin::{backup, gc, ping, stats};
 pub(crate) use appends::append;
@@ -24,3 +25,4 @@ pub(crate) use streams::streams;
 pub(crate) use tenants::tenant;
 pub(crate) use tenants_file::edit as edit_tenants_file;
 pub(crate) use tree::tree;
+pub(crate) use vectors::{index, search as vector_search};
