@@ -20,13 +20,13 @@ use crate::engine::Engine;
 use crate::engine::contexts::{check_kv_count, check_kv_key, check_kv_ttl};
 use crate::error::EngineError;
 use crate::format::context_meta::{KvEntry, KvVectors, VectorIndexRecord};
-use crate::format::vectors::{self as vectors_blob, Vectors};
+use crate::format::vectors as vectors_blob;
 use crate::ids::{BlobHash, TenantId};
 use crate::model::ContextRef;
 use crate::pipeline::{SequencerRequest, VectorIndexChange};
 pub use crate::sequencer::vector_indexes::VectorIndexInfo;
 use crate::store_dir::now_unix_ms;
-use crate::vector_search::{Scored, best_score, rank};
+use crate::vector_search::{CachedVectors, Ranked, Scored, best_score};
 
 /// A search's filter over an entry's value bytes: asked in rank order.
 pub type ValueFilter<'a> = &'a mut dyn FnMut(&[u8]) -> bool;
@@ -193,7 +193,7 @@ impl Engine {
         let wanted = (search.k + search.offset) as usize;
         let mut passed = Vec::with_capacity(wanted.min(scored.len()));
         let mut passes = passes;
-        for candidate in scored {
+        for candidate in Ranked::new(scored, wanted) {
             if passed.len() == wanted {
                 break;
             }
@@ -226,7 +226,8 @@ impl Engine {
     }
 
     /// Every live entry of the search's context under its prefix with vectors of its index,
-    /// scored and ranked; and how many vectors were compared.
+    /// scored (not yet ranked: `Ranked` sorts as far as the search takes them); and how many
+    /// vectors were compared.
     fn score_candidates(&self, search: &VectorSearch) -> Result<(u64, Vec<Scored>), EngineError> {
         let snapshot = self.inner.published.contexts.load();
         let context_id = self.resolve(&search.context)?;
@@ -247,6 +248,7 @@ impl Engine {
             )));
         }
         let now = now_unix_ms();
+        let query_norm = ctxstore_vocab::vectors::norm(&search.vector);
         let scan_max = self.inner.config.limits.vector_scan_max;
         let mut candidates = 0u64;
         let mut scored = Vec::new();
@@ -269,13 +271,12 @@ impl Engine {
             }
             let decoded = self.vectors_at(vectors.hash)?;
             scored.push(Scored {
-                score: best_score(index.metric, &search.vector, &decoded),
+                score: best_score(index.metric, &search.vector, query_norm, &decoded),
                 key: key.clone(),
                 value_address: value.hash,
                 value_len: value.len,
             });
         }
-        rank(&mut scored);
         Ok((candidates, scored))
     }
 
@@ -298,7 +299,7 @@ impl Engine {
     }
 
     /// A vectors blob decoded, from the cache or read (and then cached).
-    fn vectors_at(&self, address: BlobHash) -> Result<Arc<Vectors>, EngineError> {
+    fn vectors_at(&self, address: BlobHash) -> Result<Arc<CachedVectors>, EngineError> {
         if let Some(vectors) = self.inner.vector_cache.get(&address) {
             return Ok(vectors);
         }
@@ -309,7 +310,7 @@ impl Engine {
                 self.hash_of(address)
             ))
         })?;
-        let decoded = Arc::new(decoded);
+        let decoded = Arc::new(CachedVectors::new(decoded));
         self.inner.vector_cache.insert(address, decoded.clone());
         Ok(decoded)
     }
