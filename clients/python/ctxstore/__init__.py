@@ -6,7 +6,7 @@
   (all derive from :class:`CtxstoreError`).
 - :mod:`ctxstore.types`: the returned values (:class:`Turn`, :class:`ContextHead`,
   :class:`ContextInfo`, ...).
-- :mod:`ctxstore._protocol`: the wire protocol (versions 1 to 5), for tools and extensions.
+- :mod:`ctxstore._protocol`: the wire protocol (versions 1 to 6), for tools and extensions.
 
 A context is named in every call by its ContextID (``int``) or its unique name (``str``,
 protocol version 2).
@@ -113,6 +113,10 @@ from .types import (
     TurnInfo,
     TurnPage,
     TurnSpec,
+    VectorHit,
+    VectorHits,
+    VectorIndex,
+    VectorMetric,
     VerifyPayloads,
     blob_hash,
     hash_hex,
@@ -160,6 +164,10 @@ __all__ = [
     "TurnInfo",
     "TurnPage",
     "TurnSpec",
+    "VectorHit",
+    "VectorHits",
+    "VectorIndex",
+    "VectorMetric",
     "VerifyPayloads",
     "Durability",
     "Idempotency",

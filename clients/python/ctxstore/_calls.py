@@ -90,6 +90,9 @@ from .types import (
     TurnInfo,
     TurnPage,
     TurnSpec,
+    VectorHits,
+    VectorIndex,
+    VectorMetric,
 )
 
 if TYPE_CHECKING:
@@ -980,6 +983,107 @@ class Calls(ClientCore):
         """Every entry whose key starts with ``prefix``, in key order, page after page
         (``with_ttl``: as :meth:`kv_list`)."""
         return Listing(ops.kv_paging(context, prefix, after, page_size, with_ttl), timeout)
+
+    # -- version 6: vector search (issue 49, decision 0033) ------------------------------------
+    @call
+    def vector_index_create(
+        self,
+        name: str,
+        dims: int,
+        metric: VectorMetric = "cosine",
+        ef_search: int = 0,
+        *,
+        timeout: float | None = None,
+    ) -> Call[VectorIndex]:
+        """Creates the vector index ``name`` (1-64 bytes of UTF-8; the connection's tenant's,
+        in one durable record) of ``dims`` dimensions (1-4096) comparing with ``metric``
+        (``"cosine"``, ``"inner_product"`` or ``"l2"``; scores higher for nearer, as
+        LangGraph's PostgresStore), or answers the one of that name when it has that
+        dimension, metric and ``ef_search`` (idempotent; an ``ef_search`` of 0 matches any);
+        another is :class:`~ctxstore.errors.InvalidArgument`. ``ef_search``: its graph's search
+        breadth (0: the server's default, 128; at most 4096). At most 64 indexes a tenant
+        (:class:`~ctxstore.errors.TooLarge`). Raises :class:`~ctxstore.errors.NotSupported` on
+        a server older than protocol version 6."""
+        return Call(ops.vector_index_create(name, dims, metric, ef_search), timeout)
+
+    @call
+    def vector_index_drop(self, name: str, *, timeout: float | None = None) -> Call[VectorIndex]:
+        """Drops the vector index ``name`` (protocol version 6) in one durable record and
+        returns it as it was: its vectors no longer answer a search (the entries keep their
+        values; a new index of the same name starts empty). An unknown name is
+        :class:`~ctxstore.errors.NotFound`."""
+        return Call(ops.vector_index_drop(name), timeout)
+
+    @call
+    def vector_indexes(self, *, timeout: float | None = None) -> Call[list[VectorIndex]]:
+        """The vector indexes of the connection's tenant, in name order (protocol version
+        6), each with its dimension, metric, breadth and live vectors."""
+        return Call(ops.vector_indexes(), timeout)
+
+    @call
+    def kv_put_vectors(
+        self,
+        context: ContextLike,
+        entries: Mapping[KeyT, tuple[bytes | bytearray | memoryview, Sequence[Sequence[float]]]],
+        index: str,
+        *,
+        if_absent: bool = False,
+        ttl_ms: int | None = None,
+        durability: Durability | None = None,
+        timeout: float | None = None,
+    ) -> Call[None]:
+        """Puts key-value entries with their vectors (protocol version 6): ``entries`` maps
+        each key to ``(value, vectors)``, its value's bytes and up to 64 vectors of the index
+        ``index`` (each a sequence of floats; none: the entry is stored without vectors, and
+        an overwrite drops the vectors it had). Every value and vector lands in one durable
+        record; overwriting or deleting an entry, its expiry and its context's deletion take
+        its vectors with it. ``if_absent``, ``ttl_ms`` and ``durability``: as
+        :meth:`kv_put`'s.
+
+        Checked before anything is sent (ValueError, TypeError): 1 to 128 entries, at most 64
+        vectors an entry, every vector of the call of one dimension (the index's: it is sent
+        once), finite components within f32's range (they travel as 32-bit floats). A
+        dimension other than the index's is :class:`~ctxstore.errors.InvalidArgument`; an
+        unknown index or context :class:`~ctxstore.errors.NotFound` (with or without vectors);
+        nothing is written then."""
+        step = ops.kv_put_vectors(context, entries, index, if_absent, ttl_ms)
+        return Call(ops.durable_op(step, durability), timeout)
+
+    @call
+    def vector_search(
+        self,
+        context: ContextLike,
+        index: str,
+        vector: Sequence[float],
+        k: int = 10,
+        *,
+        offset: int = 0,
+        prefix: KeyLike = b"",
+        filter: Mapping[str, Any] | None = None,
+        exact: bool = False,
+        ef_search: int = 0,
+        timeout: float | None = None,
+    ) -> Call[VectorHits]:
+        """The ``k`` key-value entries of ``context`` nearest ``vector`` in the index ``index``
+        (protocol version 6), best first, after skipping the ``offset`` best: exactly ``k``
+        whenever ``k + offset`` or more entries pass the filters (an entry with several
+        vectors counts once, with its best). Only entries whose key starts with ``prefix``,
+        and, with ``filter``, whose value is a JSON object passing it (LangGraph's filter:
+        ``{"field": value}`` equality, ``{"field": {"$gt": 3}}`` with ``$eq``, ``$ne``,
+        ``$gt``, ``$gte``, ``$lt``, ``$lte``; sent as compact JSON, at most 64 KiB; an
+        operator the server does not know is :class:`~ctxstore.errors.InvalidArgument`).
+
+        A search reads what a ``kv_get`` would: every entry whose put was acknowledged before
+        it, none that a read would not find. ``exact``: compare every candidate, never the
+        graph; ``ef_search``: the graph's breadth for this search (0: the index's). ``k`` is
+        1 to 1000 and ``k + offset`` at most 1000 (ValueError). Returns
+        :class:`~ctxstore.types.VectorHits` (``hits``: key, score, value hash and length; the
+        values: :meth:`kv_get_many`, or ``get_blob(value_hash)``). An unknown context or
+        index is :class:`~ctxstore.errors.NotFound`."""
+        step = ops.vector_search(
+            context, index, vector, k, offset, prefix, filter, exact, ef_search
+        )
+        return Call(step, timeout)
 
     # -- version 2: turns for agent frameworks -------------------------------------------------
     @call

@@ -337,9 +337,11 @@ _RESENT_SAFELY = frozenset(
         "GET_RANGE_BY_DEPTH", "GET_CHAIN", "GET_BLOB", "HAS_BLOBS", "CTX_SHOW", "CTX_LIST",
         "KV_GET", "KV_LIST", "KV_GET_EX", "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY",
         "TURN_LOG", "READ_PAGE", "FIND_TURNS", "REPLICATION_STATS", "ROLE", "STREAM_LIST",
-        "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
+        "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC", "VECTOR_INDEX_LIST",
+        "VECTOR_SEARCH",
         # Writes that land once however often they are sent.
         "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL", "TENANT_DELETE",
+        "KV_PUT_VECTORS", "VECTOR_INDEX_CREATE",
     }
 )  # fmt: skip
 
@@ -347,8 +349,9 @@ _RESENT_SAFELY = frozenset(
 def resends_safely(request: p.Request) -> bool:
     """Whether ``request`` may be sent again when its outcome is unknown (its connection
     lost, no answer, UNCONFIRMED): a read, or a write that lands once however often it is
-    sent (an APPEND_TURNS whose every turn has a key, a KV put, a chunk, a seal, a tenant's
-    deletion)."""
+    sent (an APPEND_TURNS whose every turn has a key, a KV put (with vectors too), a chunk, a
+    seal, a tenant's deletion, a vector index's creation: the same parameters answer the same
+    index)."""
     inner = getattr(request, "request", None) or getattr(request, "read", None)
     if isinstance(inner, p.Request):
         return resends_safely(inner)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
+import math
 import os
 import secrets
 import threading
@@ -31,12 +33,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, TypeVar, cast
+from typing import Any, Generic, Literal, NoReturn, TypeVar, cast
 
 import blake3
 import zstandard
 
 from . import _protocol as p
+from ._wire import KV_KEY_BYTES_MAX
 from .errors import (
     CtxstoreError,
     IntegrityError,
@@ -85,6 +88,10 @@ from .types import (
     TurnInfo,
     TurnPage,
     TurnSpec,
+    VectorHit,
+    VectorHits,
+    VectorIndex,
+    VectorMetric,
     VerifyPayloads,
     parse_hash,
 )
@@ -2400,6 +2407,337 @@ def page_kind(before: int | None, from_depth: int | None) -> tuple[p.PageKind, i
     if from_depth is not None:
         return p.PageKind.RANGE, 0, _u32(from_depth, "from_depth")
     return p.PageKind.LAST, 0, 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Version 6: vector search (issue 49, decision 0033)
+
+_METRIC_OF_NAME: dict[str, p.VectorMetric] = {
+    name: metric for metric, name in p.VECTOR_METRIC_NAMES.items()
+}
+_F32_MAX = 3.4028234663852886e38
+"""The largest finite binary32 (a component past it cannot travel)."""
+VectorEntries = Mapping[KeyT, tuple[bytes | bytearray | memoryview, Sequence[Sequence[float]]]]
+"""What ``kv_put_vectors`` takes: per key, its value and its vectors (none, or up to 64)."""
+
+
+def _index_name(name: str) -> str:
+    """A vector index's name: 1 to 64 bytes of UTF-8 (TypeError, ValueError otherwise)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a vector index name is a str, not {name!r}")
+    size = len(name.encode("utf-8"))
+    if not 1 <= size <= p.VECTOR_INDEX_NAME_BYTES_MAX:
+        raise ValueError(
+            f"a vector index name is 1 to {p.VECTOR_INDEX_NAME_BYTES_MAX} bytes of UTF-8; "
+            f"{name!r} is {size}"
+        )
+    return name
+
+
+def _int_in(value: int, low: int, high: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} is an int, not {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{what} is {low} to {high}, not {value}")
+    return value
+
+
+def _components(vector: Sequence[float], what: str) -> tuple[float, ...]:
+    """A vector as the wire takes it: 1 to 4096 numbers, each finite and within binary32's
+    range (TypeError, ValueError otherwise, naming the vector and the component)."""
+    if isinstance(vector, (str, bytes, bytearray, memoryview)) or not isinstance(vector, Iterable):
+        raise TypeError(f"{what} is a sequence of numbers, not {type(vector).__name__}")
+    components: list[float] = []
+    for position, component in enumerate(vector):
+        if isinstance(component, (str, bytes, bytearray, bool)):
+            raise TypeError(f"{what}: component {position} is not a number: {component!r}")
+        try:
+            value = float(component)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{what}: component {position} is not a number: {component!r}"
+            ) from None
+        if not math.isfinite(value):
+            raise ValueError(
+                f"{what}: component {position} is {value}; vector components must be finite "
+                "(no NaN, no infinity)"
+            )
+        if abs(value) > _F32_MAX:
+            raise ValueError(
+                f"{what}: component {position} is {value}, outside the range of f32 (the "
+                "components travel as 32-bit floats)"
+            )
+        components.append(value)
+    if not 1 <= len(components) <= p.VECTOR_DIMS_MAX:
+        raise ValueError(
+            f"{what} has {len(components)} components; a vector has 1 to {p.VECTOR_DIMS_MAX}"
+        )
+    return tuple(components)
+
+
+def _vector_index_of(record: p.VectorIndexInfoRecord) -> VectorIndex:
+    return VectorIndex(
+        index_id=record.index_id,
+        name=record.name,
+        dims=record.dims,
+        metric=cast(VectorMetric, p.VECTOR_METRIC_NAMES[record.metric]),
+        ef_search=record.ef_search,
+        vectors=record.vectors,
+    )
+
+
+def vector_index_create(
+    name: str, dims: int, metric: VectorMetric, ef_search: int
+) -> Op[VectorIndex]:
+    """VECTOR_INDEX_CREATE (version 6): the index ``name`` of ``dims`` dimensions and
+    ``metric``, created, or the one of that name when it has that dimension and metric;
+    checked: the answer is that index (name, dimension, metric, and the breadth asked when it
+    is not 0)."""
+    _index_name(name)
+    _int_in(dims, 1, p.VECTOR_DIMS_MAX, "dims")
+    code = _METRIC_OF_NAME.get(metric) if isinstance(metric, str) else None
+    if code is None:
+        known = ", ".join(repr(known) for known in _METRIC_OF_NAME)
+        raise ValueError(f"metric is one of {known}, not {metric!r}")
+    _int_in(ef_search, 0, p.VECTOR_EF_SEARCH_MAX, "ef_search")
+
+    def finish(response: p.Response) -> VectorIndex:
+        info = _expect(response, p.VectorIndexResponse).index
+        if (
+            info.name != name
+            or info.dims != dims
+            or info.metric != code
+            or (ef_search and info.ef_search != ef_search)
+        ):
+            raise ProtocolError(
+                f"VECTOR_INDEX_CREATE of {name!r} ({dims} dims, {metric}, ef_search "
+                f"{ef_search}) answered another index: {info}"
+            )
+        return _vector_index_of(info)
+
+    return Op(p.VectorIndexCreate(name, dims, code, ef_search), finish)
+
+
+def vector_index_drop(name: str) -> Op[VectorIndex]:
+    """VECTOR_INDEX_DROP (version 6): the index ``name`` dropped; its info as it was
+    (checked: that index)."""
+    _index_name(name)
+
+    def finish(response: p.Response) -> VectorIndex:
+        info = _expect(response, p.VectorIndexResponse).index
+        if info.name != name:
+            raise ProtocolError(f"VECTOR_INDEX_DROP of {name!r} answered the index {info.name!r}")
+        return _vector_index_of(info)
+
+    return Op(p.VectorIndexDrop(name), finish)
+
+
+def vector_indexes() -> Op[list[VectorIndex]]:
+    """VECTOR_INDEX_LIST (version 6): the tenant's indexes, checked to be in name order (the
+    bytes of their UTF-8), each once."""
+
+    def finish(response: p.Response) -> list[VectorIndex]:
+        records = _expect(response, p.VectorIndexesResponse).indexes
+        previous = b""
+        for record in records:
+            name = record.name.encode("utf-8")
+            if name <= previous:
+                raise ProtocolError(
+                    f"VECTOR_INDEX_LIST answered {record.name!r} after "
+                    f"{previous.decode('utf-8')!r}: not in name order"
+                )
+            previous = name
+        return [_vector_index_of(record) for record in records]
+
+    return Op(p.VectorIndexList(), finish)
+
+
+def vector_entries(
+    entries: VectorEntries[KeyT], dims: int | None
+) -> tuple[tuple[p.KvVectorEntryRecord, ...], int | None]:
+    """The entries of a KV_PUT_VECTORS, checked before anything is sent: 1 to 128 entries,
+    each a ``(value, vectors)`` pair of bytes and at most 64 vectors, every vector of the
+    request of one dimension (``dims`` when given) with finite components. Returns the records
+    and that dimension (None when no entry carries a vector and ``dims`` is None)."""
+    if not isinstance(entries, Mapping):
+        raise TypeError(
+            f"entries is a mapping of key to (value, vectors), not {type(entries).__name__}"
+        )
+    if not 1 <= len(entries) <= p.KV_ENTRIES_PER_REQUEST_MAX:
+        raise ValueError(
+            f"a put with vectors takes 1 to {p.KV_ENTRIES_PER_REQUEST_MAX} entries; got "
+            f"{len(entries)}"
+        )
+    found = None if dims is None else _int_in(dims, 1, p.VECTOR_DIMS_MAX, "dims")
+    records: list[p.KvVectorEntryRecord] = []
+    for key, entry in entries.items():
+        raw_key = _key(key)
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise TypeError(
+                f"the entry of key {raw_key!r} is a (value, vectors) pair, not {entry!r:.80}"
+            )
+        value, vectors = entry
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"the value of key {raw_key!r} is bytes, not {type(value).__name__}")
+        if len(value) > p.U32_MAX:
+            raise ValueError(f"the value of key {raw_key!r} is over 4 GiB - 1 bytes")
+        if isinstance(vectors, (str, bytes, bytearray, memoryview)) or not isinstance(
+            vectors, Iterable
+        ):
+            raise TypeError(
+                f"the vectors of key {raw_key!r} are a sequence of vectors, not "
+                f"{type(vectors).__name__}"
+            )
+        vectors = list(vectors)
+        if len(vectors) > p.VECTORS_PER_ENTRY_MAX:
+            raise ValueError(
+                f"key {raw_key!r} has {len(vectors)} vectors; an entry carries at most "
+                f"{p.VECTORS_PER_ENTRY_MAX}"
+            )
+        converted: list[tuple[float, ...]] = []
+        for position, vector in enumerate(vectors):
+            components = _components(vector, f"vector {position} of key {raw_key!r}")
+            if found is None:
+                found = len(components)
+            elif len(components) != found:
+                raise ValueError(
+                    f"vector {position} of key {raw_key!r} has {len(components)} dimensions, "
+                    f"not {found}: every vector of one put has the index's dimension (it is "
+                    "sent once)"
+                )
+            converted.append(components)
+        records.append(p.KvVectorEntryRecord(raw_key, bytes(value), tuple(converted)))
+    return tuple(records), found
+
+
+def kv_put_vectors_op(
+    context: ContextLike,
+    records: tuple[p.KvVectorEntryRecord, ...],
+    index: str,
+    dims: int,
+    if_absent: bool,
+    ttl_ms: int | None,
+) -> Op[None]:
+    """One KV_PUT_VECTORS (version 6) of checked ``records`` (see :func:`vector_entries`)."""
+    flags = p.KV_PUT_IF_ABSENT if if_absent else 0
+    request = p.KvPutVectors(
+        _context(context), flags, _ttl_ms(ttl_ms), _index_name(index), dims, records
+    )
+    return Op(request, _done)
+
+
+def kv_put_vectors(
+    context: ContextLike,
+    entries: VectorEntries[KeyT],
+    index: str,
+    if_absent: bool,
+    ttl_ms: int | None,
+) -> Op[None]:
+    """KV_PUT_VECTORS (version 6): every entry's value and vectors in one durable record;
+    checked before sending (:func:`vector_entries`). When no entry carries a vector the
+    request's ``dims`` is 0 (the server checks it only against the vectors a request carries;
+    it still needs the index to exist)."""
+    target = _context(context)
+    _index_name(index)
+    _ttl_ms(ttl_ms)
+    records, found = vector_entries(entries, None)
+    return kv_put_vectors_op(target, records, index, found or 0, if_absent, ttl_ms)
+
+
+def filter_json(search_filter: Mapping[str, Any] | None) -> bytes:
+    """A search filter as the wire carries it: compact JSON (UTF-8), empty for none; at most
+    64 KiB (ValueError), JSON only (TypeError; NaN and infinities ValueError)."""
+    if search_filter is None:
+        return b""
+    if not isinstance(search_filter, Mapping):
+        raise TypeError(f"a filter is a dict, not {type(search_filter).__name__}")
+    if not search_filter:
+        return b""
+    try:
+        text = json.dumps(
+            dict(search_filter), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except TypeError as error:
+        raise TypeError(f"the filter is not JSON: {error}") from None
+    except ValueError as error:
+        raise ValueError(f"the filter is not JSON: {error}") from None
+    data = text.encode("utf-8")
+    if len(data) > p.VECTOR_FILTER_BYTES_MAX:
+        raise ValueError(
+            f"the filter is {len(data)} bytes of JSON; a search takes at most "
+            f"{p.VECTOR_FILTER_BYTES_MAX}"
+        )
+    return data
+
+
+def vector_search(
+    context: ContextLike,
+    index: str,
+    vector: Sequence[float],
+    k: int,
+    offset: int,
+    prefix: KeyLike,
+    search_filter: Mapping[str, Any] | None,
+    exact: bool,
+    ef_search: int,
+) -> Op[VectorHits]:
+    """VECTOR_SEARCH (version 6): the ``k`` entries nearest ``vector`` after ``offset``, under
+    ``prefix``, passing ``search_filter``; checked: at most ``k`` hits, each under the prefix
+    and once, best first (equal scores in key order)."""
+    target = _context(context)
+    _index_name(index)
+    query = _components(vector, "the query vector")
+    _int_in(k, 1, p.VECTOR_K_MAX, "k")
+    _int_in(offset, 0, p.VECTOR_K_MAX - 1, "offset")
+    if k + offset > p.VECTOR_K_MAX:
+        raise ValueError(f"k + offset is at most {p.VECTOR_K_MAX}; got {k} + {offset}")
+    _int_in(ef_search, 0, p.VECTOR_EF_SEARCH_MAX, "ef_search")
+    raw_prefix = _key(prefix)
+    if len(raw_prefix) > KV_KEY_BYTES_MAX:
+        raise ValueError(f"a prefix is at most {KV_KEY_BYTES_MAX} bytes, not {len(raw_prefix)}")
+    flags = p.VECTOR_SEARCH_EXACT if exact else 0
+    request = p.VectorSearch(
+        target,
+        index,
+        query,
+        k,
+        offset,
+        flags,
+        ef_search,
+        raw_prefix,
+        filter_json(search_filter),
+    )
+
+    def finish(response: p.Response) -> VectorHits:
+        answer = _expect(response, p.VectorHitsResponse)
+        if len(answer.hits) > k:
+            raise ProtocolError(f"VECTOR_SEARCH with k {k} answered {len(answer.hits)} hits")
+        seen: set[bytes] = set()
+        previous: p.VectorHitRecord | None = None
+        for hit in answer.hits:
+            if not hit.key.startswith(raw_prefix) or hit.key in seen:
+                raise ProtocolError(
+                    f"VECTOR_SEARCH (prefix {raw_prefix!r}) answered key {hit.key!r} outside "
+                    "the prefix or twice"
+                )
+            if previous is not None and (
+                hit.score > previous.score
+                or (hit.score == previous.score and hit.key < previous.key)
+            ):
+                raise ProtocolError(
+                    f"VECTOR_SEARCH answered {hit.key!r} (score {hit.score}) after "
+                    f"{previous.key!r} (score {previous.score}): not best first, equal scores "
+                    "in key order"
+                )
+            seen.add(hit.key)
+            previous = hit
+        method: Literal["exact", "graph"] = (
+            "exact" if answer.method == p.VectorMethod.EXACT else "graph"
+        )
+        hits = [VectorHit(h.key, h.score, h.value_hash, h.value_len) for h in answer.hits]
+        return VectorHits(method, answer.candidates, hits)
+
+    return Op(request, finish)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ctxstore wire protocol, versions 1 to 5, byte for byte as in docs/protocol.md (the
+"""The ctxstore wire protocol, versions 1 to 6, byte for byte as in docs/protocol.md (the
 reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec/``; the codec is the
 truth where the two disagree).
 
@@ -209,6 +209,33 @@ __all__ = [
     "TenantRotateKey",
     "TenantKeyRotatedResponse",
     "TENANT_KEY_ROTATED_BYTES",
+    "VectorMetric",
+    "VECTOR_METRIC_NAMES",
+    "VectorMethod",
+    "VECTOR_INDEX_NAME_BYTES_MAX",
+    "VECTOR_INDEXES_MAX",
+    "VECTOR_DIMS_MAX",
+    "VECTORS_PER_ENTRY_MAX",
+    "VECTOR_K_MAX",
+    "VECTOR_FILTER_BYTES_MAX",
+    "VECTOR_EF_SEARCH_MAX",
+    "VECTOR_EF_SEARCH_DEFAULT",
+    "VECTOR_SEARCH_EXACT",
+    "VECTOR_SEARCH_FLAGS_KNOWN",
+    "VECTOR_INDEX_INFO_BYTES_MIN",
+    "VECTOR_HIT_BYTES_MIN",
+    "KV_VECTOR_ENTRY_BYTES_MIN",
+    "VectorIndexInfoRecord",
+    "VectorHitRecord",
+    "KvVectorEntryRecord",
+    "VectorIndexCreate",
+    "VectorIndexDrop",
+    "VectorIndexList",
+    "VectorSearch",
+    "KvPutVectors",
+    "VectorIndexResponse",
+    "VectorIndexesResponse",
+    "VectorHitsResponse",
     "OverlayRecord",
     "ChunkRecord",
     "SentChunkRecord",
@@ -306,9 +333,10 @@ TAKES_ACK_AFTER = frozenset(
         MessageType.STREAM_SEAL,
         MessageType.KV_PUT,
         MessageType.KV_PUT_EX,
+        MessageType.KV_PUT_VECTORS,
     }
 )
-"""The writes that may carry ``ACK_AFTER``."""
+"""The writes that may carry ``ACK_AFTER`` (KV_PUT_VECTORS: version 6)."""
 FRAME_FLAGS_KNOWN = CTX_BY_NAME | OVERLAYS | ACK_AFTER_MASK
 MORE = 1 << 2
 """Frame flag bit 2 (version 3, answers only; issue 32): more frames answer this req_id. Only
@@ -507,6 +535,7 @@ _U8 = struct.Struct("<B")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_F32 = struct.Struct("<f")
 # TURN: turn_id, parent, context_id, depth, codec, type_tag, hash, payload_len, flags, created.
 _TURN = struct.Struct("<QQQIIQ32sIIQ")
 _CONTEXT_HEAD = struct.Struct("<QQII")
@@ -632,6 +661,17 @@ class Reader:
     def short_string(self, field: str) -> str:
         """``u16 len``, then ``len`` bytes of UTF-8."""
         return self.string(self.u16(f"{field} length"), field)
+
+    def f32(self, field: str) -> float:
+        """A little-endian IEEE 754 binary32 (any bits: NaN and infinities too)."""
+        start = self._need(4, field)
+        value: float = _F32.unpack_from(self._body, start)[0]
+        return value
+
+    def f32s(self, count: int, field: str) -> tuple[float, ...]:
+        """``count`` little-endian binary32 values (a VECTOR of ``count`` dimensions)."""
+        start = self._need(4 * count, field)
+        return struct.unpack_from(f"<{count}f", self._body, start)
 
     def optional_name(self, field: str) -> str | None:
         """A short string where length 0 means none."""
@@ -902,6 +942,24 @@ def _list_cursor(cursor: ListCursor | None) -> bytes:
     if isinstance(cursor, str):
         return _u8(2) + _name(cursor, "cursor name")
     return _u8(1) + _u64(cursor)
+
+
+def _f32s(vector: Sequence[float], field: str) -> bytes:
+    """A VECTOR's components as little-endian binary32 (the caller checked them: finite; a
+    component outside binary32's range is a ValueError here)."""
+    try:
+        return struct.pack(f"<{len(vector)}f", *vector)
+    except (struct.error, OverflowError, TypeError) as error:
+        raise ValueError(f"{field} cannot travel as f32 components: {error}") from None
+
+
+def _vector(vector: Sequence[float], dims: int, field: str) -> bytes:
+    """A VECTOR of a request whose ``dims`` is given once: exactly ``dims`` components."""
+    if len(vector) != dims:
+        raise ValueError(
+            f"{field} has {len(vector)} components; every vector of the request has {dims}"
+        )
+    return _f32s(vector, field)
 
 
 def _tiny(data: bytes, field: str) -> bytes:
@@ -2808,6 +2866,291 @@ class TenantRotateKey(Request):
         return cls(_read_named_tenant(reader))
 
 
+# --- vector search (version 6, issue 49, decision 0033) ----------------------------------------
+
+VECTOR_INDEX_NAME_BYTES_MAX = 64
+"""The longest index name (bytes of UTF-8; 1 or more)."""
+VECTOR_INDEXES_MAX = 64
+"""The most indexes a tenant holds (and VECTOR_INDEXES lists)."""
+VECTOR_DIMS_MAX = 4096
+"""The largest dimension of an index (1 or more)."""
+VECTORS_PER_ENTRY_MAX = 64
+"""The most vectors one key-value entry carries."""
+VECTOR_K_MAX = 1000
+"""The most hits a search answers, and the most it ranks (``k + offset``)."""
+VECTOR_FILTER_BYTES_MAX = 65_536
+"""The longest filter of a search (bytes of JSON)."""
+VECTOR_EF_SEARCH_MAX = 4096
+"""The largest search breadth (``ef_search``) of an index or a search."""
+VECTOR_EF_SEARCH_DEFAULT = 128
+"""The breadth an index gets when its creation asks for 0 (decision 0033 §3)."""
+VECTOR_SEARCH_EXACT = 1 << 0
+"""VECTOR_SEARCH ``search_flags`` bit 0: compare every candidate exactly, never the graph."""
+VECTOR_SEARCH_FLAGS_KNOWN = VECTOR_SEARCH_EXACT
+VECTOR_INDEX_INFO_BYTES_MIN = 21
+"""The smallest VECTOR_INDEX_INFO: 20 bytes and a 1-byte name."""
+VECTOR_HIT_BYTES_MIN = 42
+"""The smallest hit of VECTOR_HITS: ``u16 key_len``, ``f32 score``, hash, ``u32 value_len``."""
+KV_VECTOR_ENTRY_BYTES_MIN = 7
+"""The smallest entry of KV_PUT_VECTORS: ``u16 key_len, u32 value_len, u8 vector_count``."""
+
+
+class VectorMetric(IntEnum):
+    """How an index compares vectors (``metric u8``); the score is higher for nearer."""
+
+    COSINE = 1
+    """Score: the cosine similarity (1 - cosine distance); 0 when either vector is zero."""
+    INNER_PRODUCT = 2
+    """Score: the dot product."""
+    L2 = 3
+    """Score: minus the Euclidean distance."""
+
+
+VECTOR_METRIC_NAMES = {
+    VectorMetric.COSINE: "cosine",
+    VectorMetric.INNER_PRODUCT: "inner_product",
+    VectorMetric.L2: "l2",
+}
+"""The name of each metric, as the CLI, the clients and LangGraph's ``distance_type`` say it."""
+_VECTOR_METRICS = frozenset(int(metric) for metric in VectorMetric)
+
+
+class VectorMethod(IntEnum):
+    """How a search found its hits (VECTOR_HITS ``method u8``)."""
+
+    EXACT = 0
+    """Every candidate was compared."""
+    GRAPH = 1
+    """The index's graph was walked (approximate)."""
+
+
+_VECTOR_METHODS = frozenset(int(method) for method in VectorMethod)
+
+
+def _index_name(reader: Reader) -> str:
+    """An index name in a request: ``u16 len``, UTF-8 (its length is the server's to check)."""
+    return reader.short_string("index name")
+
+
+@dataclass(frozen=True, slots=True)
+class KvVectorEntryRecord:
+    """One entry of KV_PUT_VECTORS: its key, its value and its vectors (each of the request's
+    ``dims`` components; none: the entry is stored without vectors). On the wire ``u16
+    key_len, key, u32 value_len, value, u8 vector_count, vector_count x VECTOR``."""
+
+    key: bytes
+    value: bytes
+    vectors: tuple[tuple[float, ...], ...] = ()
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class VectorIndexCreate(Request):
+    """VECTOR_INDEX_CREATE (0x003D, v6, decision 0033): creates the vector index ``name`` of
+    ``dims`` dimensions and ``metric`` (a :class:`VectorMetric`) in one durable record, or
+    answers the one of that name when its dimension and metric are these. ``ef_search``: its
+    graph's search breadth (0: the server's default, 128). Body: ``u16 name_len, name, u16
+    dims, u8 metric, u8 reserved, u16 ef_search``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.VECTOR_INDEX_CREATE
+    NAME: ClassVar[str] = "VECTOR_INDEX_CREATE"
+    MIN_VERSION: ClassVar[int] = 6
+
+    name: str
+    dims: int
+    metric: int = VectorMetric.COSINE
+    ef_search: int = 0
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [
+            _short_str(self.name, "index name")
+            + _u16(self.dims)
+            + _u8(int(self.metric))
+            + _u8(0)
+            + _u16(self.ef_search)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorIndexCreate:
+        """See :meth:`Message.decode_body` (an unknown metric decodes: the server answers it
+        INVALID_ARGUMENT with the connection open)."""
+        name = _index_name(reader)
+        dims = reader.u16("dims")
+        metric = reader.u8("metric")
+        reader.zero(1)
+        return cls(name, dims, metric, reader.u16("ef_search"))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class VectorIndexDrop(Request):
+    """VECTOR_INDEX_DROP (0x003E, v6): drops the vector index ``name`` in one durable record
+    (its vectors no longer answer a search). Body: ``u16 name_len, name``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.VECTOR_INDEX_DROP
+    NAME: ClassVar[str] = "VECTOR_INDEX_DROP"
+    MIN_VERSION: ClassVar[int] = 6
+
+    name: str
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [_short_str(self.name, "index name")]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorIndexDrop:
+        """See :meth:`Message.decode_body`."""
+        return cls(_index_name(reader))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class VectorIndexList(Request):
+    """VECTOR_INDEX_LIST (0x003F, v6): the connection's tenant's vector indexes. Empty
+    body."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.VECTOR_INDEX_LIST
+    NAME: ClassVar[str] = "VECTOR_INDEX_LIST"
+    MIN_VERSION: ClassVar[int] = 6
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        return [b""]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorIndexList:
+        """See :meth:`Message.decode_body`."""
+        return cls()
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class VectorSearch(Request):
+    """VECTOR_SEARCH (0x0040, v6): the ``k`` key-value entries of ``context`` nearest
+    ``vector`` in the index ``index``, after skipping ``offset``, among those whose key starts
+    with ``prefix`` and whose value (JSON) passes ``filter`` (JSON bytes; empty: none).
+
+    Body: ``context ref, u16 name_len, name, u16 dims, dims x f32, u16 k, u16 offset, u8
+    search_flags (EXACT), u8 reserved, u16 ef_search, u16 prefix_len, prefix, u32 filter_len,
+    filter``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.VECTOR_SEARCH
+    NAME: ClassVar[str] = "VECTOR_SEARCH"
+    MIN_VERSION: ClassVar[int] = 6
+
+    context: ContextRef
+    index: str
+    vector: tuple[float, ...]
+    k: int
+    offset: int = 0
+    search_flags: int = 0
+    ef_search: int = 0
+    prefix: bytes = b""
+    filter: bytes = b""
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if len(self.filter) > U32_MAX:
+            raise ValueError(f"a filter is at most {U32_MAX} bytes on the wire")
+        return [
+            _context_ref(self.context)
+            + _short_str(self.index, "index name")
+            + _u16(len(self.vector))
+            + _f32s(self.vector, "the query vector")
+            + _u16(self.k)
+            + _u16(self.offset)
+            + _u8(self.search_flags)
+            + _u8(0)
+            + _u16(self.ef_search)
+            + _short(self.prefix, "prefix")
+            + _u32(len(self.filter))
+            + bytes(self.filter)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorSearch:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        index = _index_name(reader)
+        vector = reader.f32s(reader.u16("dims"), "vector")
+        k = reader.u16("k")
+        offset = reader.u16("offset")
+        flags = _kv_flags(reader, VECTOR_SEARCH_FLAGS_KNOWN, "search_flags")
+        reader.zero(1)
+        ef_search = reader.u16("ef_search")
+        prefix = reader.short_bytes("prefix")
+        search_filter = reader.take(reader.u32("filter_len"), "filter")
+        return cls(context, index, vector, k, offset, flags, ef_search, prefix, search_filter)
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class KvPutVectors(Request):
+    """KV_PUT_VECTORS (0x0041, v6): KV_PUT_EX with vectors — every entry's value and its
+    vectors (of the index ``index``, each of ``dims`` components) in one durable record; an
+    entry given no vector is stored without any (an overwrite drops the old ones).
+
+    Body: ``context ref, u8 put_flags (IF_ABSENT), u64 ttl_ms, u16 name_len, name, u16 dims,
+    u16 count x (u16 key_len, key, u32 value_len, value, u8 vector_count, vector_count x
+    VECTOR)``. Large values travel as separate chunks (not copied)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.KV_PUT_VECTORS
+    NAME: ClassVar[str] = "KV_PUT_VECTORS"
+    MIN_VERSION: ClassVar[int] = 6
+
+    context: ContextRef
+    put_flags: int
+    ttl_ms: int
+    index: str
+    dims: int
+    entries: tuple[KvVectorEntryRecord, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        chunks: list[bytes] = []
+        small = bytearray(
+            _context_ref(self.context)
+            + _u8(self.put_flags)
+            + _u64(self.ttl_ms)
+            + _short_str(self.index, "index name")
+            + _u16(self.dims)
+            + _count(self.entries, "entries")
+        )
+        for entry in self.entries:
+            small += _short(entry.key, "key") + _u32(len(entry.value))
+            vectors = _tiny_count(entry.vectors, "vectors") + b"".join(
+                _vector(vector, self.dims, f"vector {i} of key {entry.key!r}")
+                for i, vector in enumerate(entry.vectors)
+            )
+            if len(entry.value) < _COPY_BYTES_MAX:
+                small += entry.value + vectors
+            else:
+                chunks += [bytes(small), bytes(entry.value)]
+                small = bytearray(vectors)
+        if small or not chunks:
+            chunks.append(bytes(small))
+        return chunks
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> KvPutVectors:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        put_flags = _kv_flags(reader, KV_PUT_IF_ABSENT, "put_flags")
+        ttl_ms = reader.u64("ttl_ms")
+        index = _index_name(reader)
+        dims = reader.u16("dims")
+        count = reader.count(reader.u16("count"), KV_VECTOR_ENTRY_BYTES_MIN, "entries")
+        entries = []
+        for _ in range(count):
+            key = reader.short_bytes("key")
+            value = reader.take(reader.u32("value_len"), "value")
+            vector_count = reader.count(reader.u8("vector_count"), 4 * dims, "vectors")
+            vectors = tuple(reader.f32s(dims, "vector") for _ in range(vector_count))
+            entries.append(KvVectorEntryRecord(key, value, vectors))
+        return cls(context, put_flags, ttl_ms, index, dims, tuple(entries))
+
+
 @register_request
 @dataclass(frozen=True, slots=True)
 class PatchTurn(Request):
@@ -3516,13 +3859,14 @@ class ContextListResponse(Response):
 @register_response
 @dataclass(frozen=True, slots=True)
 class DoneResponse(Response):
-    """An empty answer (0x8015 KV_PUT, 0x8017 KV_DELETE; v2; 0x8028 KV_PUT_EX, v3): the change
-    is durable."""
+    """An empty answer (0x8015 KV_PUT, 0x8017 KV_DELETE; v2; 0x8028 KV_PUT_EX, v3; 0x8041
+    KV_PUT_VECTORS, v6): the change is durable."""
 
     MSG_TYPES: ClassVar[tuple[int, ...]] = (
         MessageType.KV_PUT.response_type,
         MessageType.KV_DELETE.response_type,
         MessageType.KV_PUT_EX.response_type,
+        MessageType.KV_PUT_VECTORS.response_type,
     )
     NAME: ClassVar[str] = "DONE"
 
@@ -4316,6 +4660,189 @@ class TenantKeyRotatedResponse(Response):
             raise reader.error("key_version", "0 (a rotation makes version 1 or later)")
         reader.zero(2)
         return cls(tenant_id, key_version)
+
+
+_VECTOR_INDEX_HEAD = struct.Struct("<IHBBHQ")
+
+
+@dataclass(frozen=True, slots=True)
+class VectorIndexInfoRecord:
+    """VECTOR_INDEX_INFO (v6): ``u32 index_id`` (the tenant's id of the index; a dropped name
+    created again gets another), ``u16 dims`` (1 to 4096), ``u8 metric`` (a
+    :class:`VectorMetric`), ``u8 reserved``, ``u16 ef_search`` (its graph's search breadth),
+    ``u64 vectors`` (live vectors in it now), ``u16 name_len, name`` (1 to 64 bytes of
+    UTF-8). 20 bytes and the name."""
+
+    index_id: int
+    dims: int
+    metric: VectorMetric
+    ef_search: int
+    vectors: int
+    name: str
+
+    def encode(self) -> bytes:
+        """The record's bytes."""
+        if not self.name:
+            raise ValueError("an index name must not be empty")
+        name = self.name.encode("utf-8")
+        if len(name) > VECTOR_INDEX_NAME_BYTES_MAX:
+            raise ValueError(f"an index name is at most {VECTOR_INDEX_NAME_BYTES_MAX} bytes")
+        return _pack(
+            _VECTOR_INDEX_HEAD,
+            self.index_id,
+            self.dims,
+            int(self.metric),
+            0,
+            self.ef_search,
+            self.vectors,
+        ) + _short(name, "index name")
+
+    @staticmethod
+    def decode(reader: Reader) -> VectorIndexInfoRecord:
+        """Reads one record, strictly: a dimension outside 1 to 4096, an unknown metric, a
+        reserved byte set, a breadth over 4096, an empty name or one over 64 bytes are a
+        :class:`ProtocolError`."""
+        index_id = reader.u32("index_id")
+        dims = reader.u16("dims")
+        if not 1 <= dims <= VECTOR_DIMS_MAX:
+            raise reader.error("dims", f"{dims} is not 1 to {VECTOR_DIMS_MAX}")
+        metric = reader.u8("metric")
+        if metric not in _VECTOR_METRICS:
+            raise reader.error("metric", f"unknown value {metric}")
+        reader.zero(1)
+        ef_search = reader.limit(reader.u16("ef_search"), VECTOR_EF_SEARCH_MAX, "ef_search")
+        vectors = reader.u64("vectors")
+        length = reader.limit(
+            reader.u16("index name length"), VECTOR_INDEX_NAME_BYTES_MAX, "index name length"
+        )
+        if length == 0:
+            raise reader.error("index name", "empty")
+        name = reader.string(length, "index name")
+        return VectorIndexInfoRecord(index_id, dims, VectorMetric(metric), ef_search, vectors, name)
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class VectorIndexResponse(Response):
+    """VECTOR_INDEX (0x803D VECTOR_INDEX_CREATE: the index as it is) and VECTOR_INDEX_DROPPED
+    (0x803E VECTOR_INDEX_DROP: the index as it was), v6: one :class:`VectorIndexInfoRecord`."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (
+        MessageType.VECTOR_INDEX_CREATE.response_type,
+        MessageType.VECTOR_INDEX_DROP.response_type,
+    )
+    NAME: ClassVar[str] = "VECTOR_INDEX"
+
+    index: VectorIndexInfoRecord
+    response_msg_type: int = field(default=MessageType.VECTOR_INDEX_CREATE.response_type)
+
+    @property
+    def msg_type(self) -> int:
+        """The frame's ``msg_type``."""
+        return self.response_msg_type
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        return self.index.encode()
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorIndexResponse:
+        """See :meth:`Message.decode_body`."""
+        return cls(VectorIndexInfoRecord.decode(reader))
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class VectorIndexesResponse(Response):
+    """VECTOR_INDEXES (0x803F VECTOR_INDEX_LIST, v6): ``u16 count`` (at most 64), count
+    :class:`VectorIndexInfoRecord`, in name order."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.VECTOR_INDEX_LIST.response_type,)
+    NAME: ClassVar[str] = "VECTOR_INDEXES"
+
+    indexes: tuple[VectorIndexInfoRecord, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if len(self.indexes) > VECTOR_INDEXES_MAX:
+            raise ValueError(f"VECTOR_INDEXES lists at most {VECTOR_INDEXES_MAX} indexes")
+        return _u16(len(self.indexes)) + b"".join(index.encode() for index in self.indexes)
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorIndexesResponse:
+        """See :meth:`Message.decode_body`."""
+        count = reader.limit(reader.u16("count"), VECTOR_INDEXES_MAX, "count")
+        reader.count(count, VECTOR_INDEX_INFO_BYTES_MIN, "indexes")
+        return cls(tuple(VectorIndexInfoRecord.decode(reader) for _ in range(count)))
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHitRecord:
+    """One hit of VECTOR_HITS: the entry's key, its score (``f32``; higher is nearer), its
+    value's hash and length. On the wire ``u16 key_len, key, f32 score, hash[32], u32
+    value_len``."""
+
+    key: bytes
+    score: float
+    value_hash: bytes
+    value_len: int
+
+    def encode(self) -> bytes:
+        """The hit's bytes."""
+        return (
+            _short(self.key, "key")
+            + _f32s((self.score,), "score")
+            + _hash(self.value_hash)
+            + _u32(self.value_len)
+        )
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class VectorHitsResponse(Response):
+    """VECTOR_HITS (0x8040 VECTOR_SEARCH, v6): ``u8 method`` (a :class:`VectorMethod`), ``u8
+    reserved``, ``u32 candidates`` (the vectors compared), ``u16 count`` (at most 1000), count
+    :class:`VectorHitRecord`, best first."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.VECTOR_SEARCH.response_type,)
+    NAME: ClassVar[str] = "VECTOR_HITS"
+
+    method: VectorMethod
+    candidates: int
+    hits: tuple[VectorHitRecord, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if len(self.hits) > VECTOR_K_MAX:
+            raise ValueError(f"VECTOR_HITS holds at most {VECTOR_K_MAX} hits")
+        return (
+            _u8(int(self.method))
+            + _u8(0)
+            + _u32(self.candidates)
+            + _u16(len(self.hits))
+            + b"".join(hit.encode() for hit in self.hits)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorHitsResponse:
+        """See :meth:`Message.decode_body`."""
+        method = reader.u8("method")
+        if method not in _VECTOR_METHODS:
+            raise reader.error("method", f"unknown value {method}")
+        reader.zero(1)
+        candidates = reader.u32("candidates")
+        count = reader.limit(reader.u16("count"), VECTOR_K_MAX, "count")
+        reader.count(count, VECTOR_HIT_BYTES_MIN, "hits")
+        hits = tuple(
+            VectorHitRecord(
+                reader.short_bytes("key"),
+                reader.f32("score"),
+                reader.hash("value_hash"),
+                reader.u32("value_len"),
+            )
+            for _ in range(count)
+        )
+        return cls(VectorMethod(method), candidates, hits)
 
 
 REPLICATION_ROLES = ("off", "primary", "standby")

@@ -58,6 +58,10 @@ __all__ = [
     "TurnPage",
     "LogCursor",
     "LogPage",
+    "VectorMetric",
+    "VectorIndex",
+    "VectorHit",
+    "VectorHits",
 ]
 
 HashLike = bytes | bytearray | memoryview | str
@@ -84,14 +88,14 @@ where a network could corrupt it unnoticed; ``"always"`` hashes every payload.""
 
 Durability = Literal["local", "remote"]
 """When the server acknowledges a write (protocol version 4, decision 0031 §11), the
-``durability=`` of the appends, ``append_turns``, ``kv_put``, ``seal_stream`` and
-``open_turn`` (its seal): ``"local"`` once it is durable on the server's disk, ``"remote"``
-once the object store holds it too (a server without ``--replicate-to`` refuses it:
-:class:`~ctxstore.errors.InvalidArgument`, nothing written). ``None``: the server's
+``durability=`` of the appends, ``append_turns``, ``kv_put``, ``kv_put_vectors``,
+``seal_stream`` and ``open_turn`` (its seal): ``"local"`` once it is durable on the server's
+disk, ``"remote"`` once the object store holds it too (a server without ``--replicate-to``
+refuses it: :class:`~ctxstore.errors.InvalidArgument`, nothing written). ``None``: the server's
 ``--ack-after``. A remote write the object store does not confirm in time raises
-:class:`~ctxstore.errors.Unconfirmed`: it is durable on the server but not confirmed
-off-host; retry it with the same idempotency key. Refused before sending on a server of
-version 3 or older (:class:`~ctxstore.errors.NotSupported`)."""
+:class:`~ctxstore.errors.Unconfirmed`: it is durable on the server but not confirmed off-host;
+retry it with the same idempotency key. Refused before sending on a server of version 3 or older
+(:class:`~ctxstore.errors.NotSupported`)."""
 
 Idempotency = Literal["off", "auto"]
 """Whether a client gives appends without a key one of its own (decision 0031 §11), its
@@ -103,6 +107,12 @@ the new primary after a failover and it lands exactly once instead of raising
 :class:`~ctxstore.errors.OutcomeUnknown` (such a retry may answer ``existing`` True: the
 call's own first write). The key is part of the turn: stored, visible, unique in its
 context. On a version-1 connection (no keys) appends go as they are."""
+
+VectorMetric = Literal["cosine", "inner_product", "l2"]
+"""How a vector index compares vectors (protocol version 6, decision 0033), with LangGraph's
+``distance_type`` names; the score is higher for nearer with each: ``"cosine"`` the cosine
+similarity (0 when either vector is zero), ``"inner_product"`` the dot product, ``"l2"``
+minus the Euclidean distance."""
 
 KeyT = TypeVar("KeyT", bound=KeyLike)
 """The key type of a mapping of entries (``Mapping`` is invariant in its keys: a
@@ -760,3 +770,52 @@ class FoundPage:
 
     def __getitem__(self, index: int) -> TurnInfo:
         return self.turns[index]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorIndex:
+    """A vector index of the connection's tenant (protocol version 6, decision 0033), as
+    ``vector_index_create``, ``vector_index_drop`` and ``vector_indexes`` return it."""
+
+    index_id: int
+    """The tenant's id of the index (a dropped name created again gets another)."""
+    name: str
+    dims: int
+    """The dimension of every vector in it (1 to 4096)."""
+    metric: VectorMetric
+    ef_search: int
+    """The breadth of its graph's search (a search may ask for another)."""
+    vectors: int
+    """Live vectors in it now."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """One key-value entry a ``vector_search`` found: its key, its score (its best vector's;
+    higher is nearer), its value's hash and length (the value itself: ``kv_get``, or
+    ``get_blob(value_hash)``)."""
+
+    key: bytes
+    score: float
+    value_hash: bytes
+    value_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHits:
+    """The answer of ``vector_search``: the hits, best first (equal scores in key order), and
+    how the server found them: ``method`` ``"exact"`` (every candidate compared) or
+    ``"graph"`` (the index's graph walked), ``candidates`` the vectors it compared."""
+
+    method: Literal["exact", "graph"]
+    candidates: int
+    hits: list[VectorHit]
+
+    def __iter__(self) -> Iterator[VectorHit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index: int) -> VectorHit:
+        return self.hits[index]

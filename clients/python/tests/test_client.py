@@ -48,7 +48,7 @@ def text_payload(i: int, size: int = 3000) -> bytes:
 
 def test_hello_reports_version_and_limits(client: ctxstore.Client) -> None:
     info = client.server_info()
-    assert info.version == 5 == ctxstore.PROTOCOL_VERSION
+    assert info.version == 6 == ctxstore.PROTOCOL_VERSION
     assert info.server_name.startswith("ctxstore")
     assert info.frame_bytes_max == 16 << 20
     assert info.requests_in_flight_max == 1024
@@ -464,19 +464,19 @@ def test_the_address_and_token_default_to_the_environment(
 
 def test_unsupported_version(server: ServerProcess) -> None:
     class FutureClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (6, 7)
+        PROTOCOL_VERSIONS = (7, 8)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         FutureClient(server.addr)
-    assert info.value.code == 12 and info.value.server_version == 5
+    assert info.value.code == 12 and info.value.server_version == 6
 
     class WideClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (1, 6)
+        PROTOCOL_VERSIONS = (1, 7)
 
     with WideClient(server.addr) as client:
-        assert client.server_info().version == 5
+        assert client.server_info().version == 6
 
-    # A client of version 3 still speaks to a server of version 5; ROLE is refused locally.
+    # A client of version 3 still speaks to a server of version 6; ROLE is refused locally.
     class Version3Client(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 3)
 

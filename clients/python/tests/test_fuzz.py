@@ -112,6 +112,42 @@ def put_chunked(draw: st.DrawFn) -> p.PutChunked:
     return p.PutChunked(draw(hashes), chunks, sent)
 
 
+# Version 6, vector search: f32 components (NaN never equals itself: left out of round trips).
+f32s = st.floats(width=32, allow_nan=False)
+index_names = st.text(min_size=1, max_size=16).filter(
+    lambda s: len(s.encode()) <= p.VECTOR_INDEX_NAME_BYTES_MAX
+)
+vector_index_infos = st.builds(
+    p.VectorIndexInfoRecord,
+    u32,
+    st.integers(1, p.VECTOR_DIMS_MAX),
+    st.sampled_from(list(p.VectorMetric)),
+    st.integers(0, p.VECTOR_EF_SEARCH_MAX),
+    u64,
+    index_names,
+)
+
+
+@st.composite
+def kv_put_vectors(draw: st.DrawFn) -> p.KvPutVectors:
+    dims = draw(st.integers(0, 6))
+    vectors = st.lists(st.lists(f32s, min_size=dims, max_size=dims).map(tuple), max_size=3)
+    entries = draw(
+        st.lists(
+            st.builds(p.KvVectorEntryRecord, kv_keys, st.binary(max_size=5000), vectors.map(tuple)),
+            max_size=3,
+        )
+    )
+    return p.KvPutVectors(
+        draw(context_refs),
+        draw(st.sampled_from([0, p.KV_PUT_IF_ABSENT])),
+        draw(u64),
+        draw(st.text(max_size=16)),
+        dims,
+        tuple(entries),
+    )
+
+
 def _with_type(cls: type[p.Response], types: tuple[int, ...]) -> st.SearchStrategy[int]:
     return st.sampled_from(types)
 
@@ -174,6 +210,16 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
     st.builds(p.TurnLogResponse, log_cursors, entries_v2),
     st.builds(p.PageResponse, u64, u32, entries_v2),
     st.builds(p.ChunkedStoredResponse, hashes, u64, st.booleans()),
+    st.builds(
+        p.VectorIndexResponse, vector_index_infos, st.sampled_from(p.VectorIndexResponse.MSG_TYPES)
+    ),
+    st.builds(p.VectorIndexesResponse, st.lists(vector_index_infos, max_size=3).map(tuple)),
+    st.builds(
+        p.VectorHitsResponse,
+        st.sampled_from(list(p.VectorMethod)),
+        u32,
+        st.lists(st.builds(p.VectorHitRecord, kv_keys, f32s, hashes, u32), max_size=4).map(tuple),
+    ),
 )
 
 requests: st.SearchStrategy[p.Request] = st.one_of(
@@ -245,6 +291,22 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
     ),
     read_pages(),
     put_chunked(),
+    st.builds(p.VectorIndexCreate, st.text(max_size=16), u16, st.integers(0, 255), u16),
+    st.builds(p.VectorIndexDrop, st.text(max_size=16)),
+    st.just(p.VectorIndexList()),
+    st.builds(
+        p.VectorSearch,
+        context_refs,
+        st.text(max_size=16),
+        st.lists(f32s, max_size=8).map(tuple),
+        u16,
+        u16,
+        st.sampled_from([0, p.VECTOR_SEARCH_EXACT]),
+        u16,
+        kv_keys,
+        st.binary(max_size=40),
+    ),
+    kv_put_vectors(),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -2,9 +2,9 @@
 item 3): random operation sequences give InMemoryStore's results (in the store's documented
 order), through the sync methods and through abatch, puts with a TTL among them; equal values
 are stored once; created_at survives an update; an item past its TTL is gone from every read
-within a few seconds and reads that refresh keep it (issue 34, decision 0028); vector search
-and bad TTLs are refused before anything is written; a namespace and key past the key limit
-are refused."""
+within a few seconds and reads that refresh keep it (issue 34, decision 0028); bad index
+configs and bad TTLs are refused before anything is written; a namespace and key past the key
+limit are refused. Vector search: test_langgraph_store_vectors.py."""
 
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def test_equal_values_are_stored_once(store: CtxstoreStore, store_server: Server
     assert len(store.search(("memories",), filter={"n": 7}, limit=100)) == 30
 
 
-def test_vector_search_and_bad_ttls_are_refused_before_anything_is_written(
+def test_bad_index_configs_and_bad_ttls_are_refused_before_anything_is_written(
     store: CtxstoreStore, store_server: ServerProcess
 ) -> None:
     assert store.supports_ttl
@@ -276,9 +276,10 @@ def test_vector_search_and_bad_ttls_are_refused_before_anything_is_written(
     assert store.search(("x",)) == []
     with pytest.raises(ValueError):
         CtxstoreStore.from_addr(store_server.addr, ttl={"default_ttl": -10})
-    with pytest.raises(NotImplementedError, match="vector search"):
-        CtxstoreStore.from_addr(store_server.addr, index={"dims": 3, "embed": "fake"})
-    store.put(("x",), "k", {"n": 1}, index=["n"])  # ignored, as LangGraph documents
+    for index in ({"dims": 0, "embed": lambda texts: []}, {"dims": 3}, {"dims": 3, "embed": "x"}):
+        with pytest.raises((ValueError, TypeError)):  # vector search: test_langgraph_store_vectors
+            CtxstoreStore.from_addr(store_server.addr, index=index)  # type: ignore[arg-type]
+    store.put(("x",), "k", {"n": 1}, index=["n"])  # ignored without an index config (LangGraph)
     assert store.get(("x",), "k", refresh_ttl=False) is not None
 
 
