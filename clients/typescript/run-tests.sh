@@ -2,9 +2,10 @@
 # Tests of the TypeScript client: installs the locked dependencies (npm ci), type-checks
 # (tsc, strict), lints (eslint), builds dist/ (npm run build), installs the package the way the
 # README shows into a scratch project and imports it, then runs the tests (vitest)
-# against a real ctxstore-server: the codec against the golden vectors, the client, the
-# LangGraph.js checkpointer (LangGraph's own validation suite and a real graph), the Agents
-# session, the AI SDK example, and the Python <-> TypeScript interop.
+# against a real ctxstore-server: the codec against the golden vectors, the client (vector
+# search included), the LangGraph.js checkpointer (LangGraph's own validation suite and a real
+# graph) and store (LangGraph's PostgresStore cases, vector search), the Agents session, the AI
+# SDK example, and the Python <-> TypeScript interop.
 #
 #   clients/typescript/run-tests.sh [PYVENV_DIR]
 #
@@ -53,9 +54,9 @@ tar --exclude=./node_modules --exclude=./dist -C "$here" -cf - . | tar -C "$scra
   && npm install --no-audit --no-fund --loglevel=error "$scratch/ctxstore" \
   && node --input-type=module -e '
     import { Client, Conflict } from "@ctxstore/client";
-    import { CtxstoreSaver } from "@ctxstore/client/langgraph";
+    import { CtxstoreSaver, CtxstoreStore } from "@ctxstore/client/langgraph";
     import { CtxstoreSession } from "@ctxstore/client/agents";
-    for (const [name, value] of Object.entries({ Client, Conflict, CtxstoreSaver, CtxstoreSession })) {
+    for (const [name, value] of Object.entries({ Client, Conflict, CtxstoreSaver, CtxstoreStore, CtxstoreSession })) {
       if (typeof value !== "function") throw new Error(`@ctxstore/client: ${name} is ${typeof value}`);
     }
     console.log("imported @ctxstore/client and its langgraph and agents entry points");

@@ -72,6 +72,11 @@ import type {
   Turn,
   TurnInfo,
   TurnSpec,
+  VectorEntry,
+  VectorIndex,
+  VectorLike,
+  VectorMetricName,
+  VectorSearchResult,
   VerifyPayloads,
 } from "./types.js";
 
@@ -200,6 +205,7 @@ const RESENT_SAFELY = new Set([
   "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY", "TURN_LOG", "READ_PAGE", "FIND_TURNS",
   "REPLICATION_STATS", "ROLE", "STREAM_LIST", "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
   "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL", "TENANT_DELETE",
+  "VECTOR_INDEX_LIST", "VECTOR_SEARCH", "VECTOR_INDEX_CREATE", "KV_PUT_VECTORS",
 ]);
 
 function resendsSafely(request: p.Request<unknown>): boolean {
@@ -1417,6 +1423,150 @@ export class Client {
     }
   }
 
+  // -- version 6: vector search (issue 49, decision 0033) --------------------------------
+
+  /** VECTOR_INDEX_CREATE (protocol version 6): the vector index `name` (1 to 64 bytes of UTF-8)
+   * of `dims` (1 to 4,096) and `metric` (default `cosine`), created in one durable record, or
+   * the existing one of that name when its dimension and metric are these (so a start-up may
+   * call it every time); another dimension or metric is InvalidArgument (so is an `efSearch`
+   * other than 0 and the index's). `efSearch`: the graph's search breadth, 0 or absent for the
+   * server's default (128), at most 4,096. At most 64 indexes per tenant (TooLarge). RangeError,
+   * before sending, for what the server refuses. */
+  async vectorIndexCreate(
+    name: string,
+    dims: number,
+    options: CallOptions & { metric?: VectorMetricName; efSearch?: number } = {},
+  ): Promise<VectorIndex> {
+    const metric = metricCode(options.metric ?? "cosine");
+    const created = vectorIndexOf(await this.run(p.vectorIndexCreate(name, dims, metric, options.efSearch ?? 0), options));
+    if (created.name !== name || created.dims !== dims || created.metric !== (options.metric ?? "cosine")) {
+      throw new ProtocolError(`VECTOR_INDEX_CREATE of ${JSON.stringify(name)} (${dims} dims, ${options.metric ?? "cosine"}) answered ${describeIndex(created)}`);
+    }
+    return created;
+  }
+
+  /** VECTOR_INDEX_DROP (protocol version 6; the `admin` right with tenants): drops the index
+   * `name` in one durable record, and resolves to it as it was. Its vectors answer no search
+   * from then on (entries keep their values); a new index of that name starts empty. NotFound
+   * for an unknown name. */
+  async vectorIndexDrop(name: string, options?: CallOptions): Promise<VectorIndex> {
+    const dropped = vectorIndexOf(await this.run(p.vectorIndexDrop(name), options));
+    if (dropped.name !== name) throw new ProtocolError(`VECTOR_INDEX_DROP of ${JSON.stringify(name)} answered ${describeIndex(dropped)}`);
+    return dropped;
+  }
+
+  /** VECTOR_INDEX_LIST (protocol version 6): the connection's tenant's vector indexes, in name
+   * order. */
+  async vectorIndexes(options?: CallOptions): Promise<VectorIndex[]> {
+    const indexes = (await this.run(p.vectorIndexList(), options)).map(vectorIndexOf);
+    for (let i = 1; i < indexes.length; i++) {
+      if (compareBytes(utf8.encode(indexes[i - 1]!.name), utf8.encode(indexes[i]!.name)) >= 0) {
+        throw new ProtocolError(`VECTOR_INDEX_LIST answered ${JSON.stringify(indexes[i]!.name)} after ${JSON.stringify(indexes[i - 1]!.name)}: not in name order`);
+      }
+    }
+    return indexes;
+  }
+
+  /**
+   * KV_PUT_VECTORS (protocol version 6): `kvPut` whose entries carry vectors of the index
+   * `index`, every value and vector in one durable record. Each entry has up to 64 vectors, all
+   * of the index's dimension, every component finite as an f32; an entry without vectors is
+   * stored without any (overwriting an entry, with or without vectors, replaces its vectors;
+   * deleting it or its expiry removes them). `ifAbsent`, `ttlMs` and `durability` as `kvPut`'s.
+   * 1 to 128 entries. RangeError or TypeError, before sending, for entries the server would
+   * refuse (naming the entry and the vector); InvalidArgument from the server for a dimension
+   * other than the index's, NotFound for an unknown index or context. `dims` is needed only
+   * when no entry has a vector (else the index is looked up for it).
+   */
+  async kvPutVectors(
+    context: ContextLike,
+    entries: readonly VectorEntry[] | ReadonlyMap<KeyLike, Omit<VectorEntry, "key">>,
+    index: string,
+    options: WriteOptions & { ifAbsent?: boolean; ttlMs?: number; dims?: number } = {},
+  ): Promise<void> {
+    const ttlMs = ttlOf(options.ttlMs) ?? 0;
+    const target = contextRef(context);
+    const list: VectorEntry[] =
+      entries instanceof Map
+        ? [...(entries as ReadonlyMap<KeyLike, Omit<VectorEntry, "key">>).entries()].map(([key, entry]) => ({ ...entry, key }))
+        : [...(entries as readonly VectorEntry[])];
+    if (list.length < 1 || list.length > p.KV_ENTRIES_PER_REQUEST_MAX) {
+      throw new RangeError(`kvPutVectors puts 1 to ${p.KV_ENTRIES_PER_REQUEST_MAX} entries (one durable record), not ${list.length}`);
+    }
+    let dims: number | undefined;
+    const records: p.VectorEntryRecord[] = list.map((entry, i) => {
+      if (typeof entry !== "object" || entry === null) throw new TypeError(`entry ${i} is { key, value, vectors }`);
+      const key = keyBytes(entry.key);
+      const what = `entry ${i} (key ${JSON.stringify(new TextDecoder().decode(key))})`;
+      if (!(entry.value instanceof Uint8Array)) throw new TypeError(`${what}: a value is a Uint8Array`);
+      const given = entry.vectors ?? [];
+      if (!Array.isArray(given)) throw new TypeError(`${what}: vectors is an array of vectors`);
+      if (given.length > p.VECTORS_PER_ENTRY_MAX) {
+        throw new RangeError(`${what} has ${given.length} vectors; an entry carries at most ${p.VECTORS_PER_ENTRY_MAX}`);
+      }
+      const vectors = given.map((vector: VectorLike, j) => {
+        const converted = vectorOf(vector, `${what}, vector ${j}`);
+        dims ??= converted.length;
+        if (converted.length !== dims) {
+          throw new RangeError(`${what}, vector ${j} has ${converted.length} dimensions, the put's first vector ${dims}: every vector of a put is of the index's dimension`);
+        }
+        return converted;
+      });
+      return { key, value: entry.value, vectors };
+    });
+    if (dims === undefined) {
+      dims = options.dims ?? (await this.vectorIndexes(options)).find((found) => found.name === index)?.dims;
+      if (dims === undefined) throw new NotFound(`no vector index named ${JSON.stringify(index)} (none of the entries has a vector to tell its dimension)`);
+    } else if (options.dims !== undefined && options.dims !== dims) {
+      throw new RangeError(`dims is ${options.dims} but the vectors have ${dims} dimensions`);
+    }
+    const flags = options.ifAbsent === true ? p.KV_PUT_IF_ABSENT : 0;
+    await this.run(durable(p.kvPutVectors(target, flags, ttlMs, index, dims, records), options.durability), options);
+  }
+
+  /**
+   * VECTOR_SEARCH (protocol version 6): the `k` (default 10, 1 to 1,000) entries of `context`
+   * nearest `vector` in the index `index`, best first, after `offset` (default 0; `k + offset` at
+   * most 1,000), among those whose key starts with `prefix` and whose value (JSON) passes
+   * `filter` (LangGraph's: `{ field: value }`, `{ field: { $gt: 3 } }`… with `$eq`, `$ne`,
+   * `$gt`, `$gte`, `$lt`, `$lte`; sent as compact JSON, at most 65,536 bytes; an operator the
+   * server does not know is InvalidArgument). Exactly `k` hits whenever `k + offset` entries or
+   * more pass; an entry with several vectors counts once, with its best. It reads the snapshot a
+   * `kvGet` would. `exact`: every candidate scanned, never the graph; `efSearch`: the graph's
+   * breadth for this search (0: the index's). NotFound for an unknown context or index.
+   */
+  async vectorSearch(
+    context: ContextLike,
+    index: string,
+    vector: VectorLike,
+    options: CallOptions & { k?: number; offset?: number; prefix?: KeyLike; filter?: Record<string, unknown>; exact?: boolean; efSearch?: number } = {},
+  ): Promise<VectorSearchResult> {
+    const k = options.k ?? 10;
+    const offset = options.offset ?? 0;
+    const prefix = keyBytes(options.prefix ?? "");
+    const query = vectorOf(vector, "the query vector");
+    const answer = await this.run(
+      p.vectorSearch({
+        context: contextRef(context),
+        index,
+        vector: query,
+        k,
+        offset,
+        exact: options.exact === true,
+        efSearch: options.efSearch ?? 0,
+        prefix,
+        filter: filterBytes(options.filter),
+      }),
+      options,
+    );
+    checkHits(answer, k, prefix);
+    return {
+      method: p.VECTOR_SEARCH_METHODS[answer.method]!,
+      candidates: answer.candidates,
+      hits: answer.hits.map((hit) => ({ ...hit })),
+    };
+  }
+
   // -- version 2: turns for agent frameworks -------------------------------------------
 
   private async sentTurn(spec: TurnSpec, options?: CallOptions): Promise<SentTurn> {
@@ -1927,6 +2077,77 @@ function checkAppended(context: p.ContextRef, sent: SentTurn, answer: p.Appended
     throw new ProtocolError(`${what} hangs from turn ${record.parentTurnId}, asked ${expectedParent}`);
   }
   if (expectedParent === 0 && record.depth !== 0) throw new ProtocolError(`${what} is a root at depth ${record.depth}`);
+}
+
+function metricCode(metric: VectorMetricName): p.VectorMetric {
+  const code = p.VECTOR_METRIC_NAMES.indexOf(metric);
+  if (code < 1) throw new RangeError(`a metric is "cosine", "inner_product" or "l2", not ${JSON.stringify(metric)}`);
+  return code as p.VectorMetric;
+}
+
+function vectorIndexOf(record: p.VectorIndexRecord): VectorIndex {
+  return {
+    name: record.name,
+    indexId: record.indexId,
+    dims: record.dims,
+    metric: p.VECTOR_METRIC_NAMES[record.metric],
+    efSearch: record.efSearch,
+    vectors: record.vectors,
+  };
+}
+
+function describeIndex(index: VectorIndex): string {
+  return `index ${JSON.stringify(index.name)} (${index.dims} dims, ${index.metric})`;
+}
+
+/** A vector as the wire carries it: its numbers as f32 (checked finite by the codec). */
+function vectorOf(vector: VectorLike, what: string): Float32Array {
+  if (vector instanceof Float32Array) return vector;
+  if (typeof vector !== "object" || vector === null || typeof vector.length !== "number") {
+    throw new TypeError(`${what} is an array of numbers or a Float32Array, not ${vector === null ? "null" : typeof vector}`);
+  }
+  const out = new Float32Array(vector.length);
+  for (let i = 0; i < vector.length; i++) {
+    const component: unknown = vector[i];
+    if (typeof component !== "number") throw new TypeError(`${what}: component ${i} is a ${typeof component}, not a number`);
+    out[i] = component;
+    if (!Number.isFinite(out[i])) {
+      throw new RangeError(`${what}: component ${i} is ${component}${Number.isFinite(component) ? ", beyond the f32 range" : ""} (a component is a finite number)`);
+    }
+  }
+  return out;
+}
+
+/** A search filter as the wire carries it: compact JSON of an object (none: no bytes). */
+function filterBytes(filter: Record<string, unknown> | undefined): Uint8Array {
+  if (filter === undefined) return new Uint8Array(0);
+  if (typeof filter !== "object" || filter === null || Array.isArray(filter)) {
+    throw new TypeError(`a filter is an object ({ field: condition }), not ${Array.isArray(filter) ? "an array" : filter === null ? "null" : typeof filter}`);
+  }
+  const text = JSON.stringify(filter);
+  const bytes = utf8.encode(text);
+  if (bytes.length > p.VECTOR_FILTER_BYTES_MAX) {
+    throw new RangeError(`a filter is at most ${p.VECTOR_FILTER_BYTES_MAX} bytes of JSON; this one is ${bytes.length}`);
+  }
+  return bytes;
+}
+
+/** VECTOR_HITS keeps its promises: at most `k` hits, each under the prefix and once, best first
+ * (equal scores in key order). */
+function checkHits(answer: p.VectorHitsAnswer, k: number, prefix: Uint8Array): void {
+  if (answer.hits.length > k) throw new ProtocolError(`VECTOR_SEARCH with k ${k} answered ${answer.hits.length} hits`);
+  let previous: p.VectorHitRecord | undefined;
+  for (const hit of answer.hits) {
+    if (!startsWith(hit.key, prefix)) throw new ProtocolError(`VECTOR_SEARCH answered key ${toHex(hit.key)} outside the prefix ${toHex(prefix)}`);
+    if (previous !== undefined) {
+      const order = compareBytes(previous.key, hit.key);
+      if (order === 0) throw new ProtocolError(`VECTOR_SEARCH answered key ${toHex(hit.key)} twice`);
+      if (hit.score > previous.score || (hit.score === previous.score && order > 0)) {
+        throw new ProtocolError(`VECTOR_SEARCH answered key ${toHex(hit.key)} (score ${hit.score}) after ${toHex(previous.key)} (score ${previous.score}): not best first`);
+      }
+    }
+    previous = hit;
+  }
 }
 
 function startsWith(data: Uint8Array, prefix: Uint8Array): boolean {

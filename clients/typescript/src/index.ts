@@ -1,13 +1,13 @@
 /**
- * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 5).
+ * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 6).
  *
  * ```ts
  * import { Client } from "@ctxstore/client";
  * const client = await Client.connect("127.0.0.1:7411");
  * ```
  *
- * The LangGraph.js checkpointer is `@ctxstore/client/langgraph` (`CtxstoreSaver`), the OpenAI Agents
- * JS session `@ctxstore/client/agents` (`CtxstoreSession`).
+ * The LangGraph.js checkpointer and store are `@ctxstore/client/langgraph` (`CtxstoreSaver`,
+ * `CtxstoreStore`), the OpenAI Agents JS session `@ctxstore/client/agents` (`CtxstoreSession`).
  */
 
 export {

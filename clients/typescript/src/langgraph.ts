@@ -1,5 +1,7 @@
 /**
- * `ctxstore/langgraph`: a LangGraph.js checkpointer on ctxstore, {@link CtxstoreSaver}.
+ * `ctxstore/langgraph`: a LangGraph.js checkpointer on ctxstore, {@link CtxstoreSaver}, and
+ * LangGraph.js's long-term memory store, `CtxstoreStore` (`langgraph_store.ts`: decisions 0022
+ * and 0033, the Python store's layout, with vector search).
  *
  * It maps LangGraph onto contexts exactly as the Python saver (`ctxstore.langgraph`) does, so
  * a thread written from one reads from the other (decision 0021):
@@ -52,6 +54,8 @@ import {
 } from "@langchain/langgraph-checkpoint";
 
 import { Client, type ClientOptions } from "./client.js";
+
+export { CtxstoreStore, getTextAtPath, tokenizePath, type CtxstoreIndexConfig, type CtxstoreStoreOptions } from "./langgraph_store.js";
 import { InvalidArgument, NotFound } from "./errors.js";
 import { blobHash, toHex } from "./payload.js";
 import type { ContextInfo, KvItem, TurnInfo, TurnSpec } from "./types.js";

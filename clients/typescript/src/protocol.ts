@@ -1,5 +1,5 @@
 /**
- * The ctxstore wire protocol, versions 1 to 5, byte for byte as docs/protocol.md defines it
+ * The ctxstore wire protocol, versions 1 to 6, byte for byte as docs/protocol.md defines it
  * (the reference is the Rust crate `protocol/`; the Python client's `_protocol.py` is a second
  * reading of the same contract). No I/O: request bodies to bytes, response bodies from bytes.
  *
@@ -18,7 +18,7 @@
 
 import { ProtocolError } from "./errors.js";
 import type { ReplicationStats, Role } from "./types.js";
-import { HEADER_BYTES, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, MessageType, NAME_BYTES_MAX, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, TOKEN_BYTES_MAX } from "./wire.js";
+import { HEADER_BYTES, KV_ENTRIES_PER_REQUEST_MAX, KV_KEY_BYTES_MAX, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, MessageType, NAME_BYTES_MAX, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN, TOKEN_BYTES_MAX } from "./wire.js";
 
 export { ERROR_TYPE, FRAME_BYTES_LIMIT, HEADER_BYTES, KV_ENTRIES_PER_REQUEST_MAX, KV_TOUCH_KEYS_MAX, LIST_ITEMS_LIMIT, MESSAGE_BYTES_MAX, NAME_BYTES_MAX, PROTOCOL_VERSION, RESPONSE_BIT, TOKEN_BYTES_MAX } from "./wire.js";
 /** The range of versions offered in HELLO (min, max). */
@@ -100,6 +100,7 @@ export const TAKES_ACK_AFTER: ReadonlySet<number> = new Set([
   MsgType.STREAM_SEAL,
   MsgType.KV_PUT,
   MsgType.KV_PUT_EX,
+  MsgType.KV_PUT_VECTORS,
 ]);
 
 /** The reads that may be sent with the frame flag OVERLAYS (every read answering TURNs). */
@@ -217,6 +218,17 @@ export class Writer {
     this.room(8);
     this.view.setBigUint64(this.pos, big, true);
     this.pos += 8;
+    return this;
+  }
+
+  /** A VECTOR (version 6): each component as an `f32` little endian. The caller checked that
+   * each is finite as an f32 (the codec carries what it is given). */
+  f32s(vector: Float32Array): this {
+    this.room(4 * vector.length);
+    for (const component of vector) {
+      this.view.setFloat32(this.pos, component, true);
+      this.pos += 4;
+    }
     return this;
   }
 
@@ -408,6 +420,11 @@ export class Reader {
 
   u32(field: string): number {
     return this.view.getUint32(this.need(4, field), true);
+  }
+
+  /** An `f32` little endian (a vector search's score). */
+  f32(field: string): number {
+    return this.view.getFloat32(this.need(4, field), true);
   }
 
   /** A u64 as a bigint. */
@@ -1717,6 +1734,270 @@ export function tenantDelete(name: string): Request<TenantDeletedAnswer> {
 export function tenantRotateKey(name: string): Request<TenantKeyRotatedAnswer> {
   const bytes = tenantNameBytes(name);
   return request("TENANT_ROTATE_KEY", MsgType.TENANT_ROTATE_KEY, 5, (w) => w.short(bytes, "name"), decodeTenantKeyRotated);
+}
+
+// --- version 6: vector search (issue 49, decision 0033) -----------------------------------
+
+/** A vector index's metric, as VECTOR_INDEX_CREATE and VECTOR_INDEX_INFO carry it (version 6).
+ * Every score is higher for nearer: COSINE the cosine similarity (1 − cosine distance; a zero
+ * vector scores 0), INNER_PRODUCT the dot product, L2 minus the Euclidean distance. */
+export const VectorMetric = { COSINE: 1, INNER_PRODUCT: 2, L2: 3 } as const;
+export type VectorMetric = (typeof VectorMetric)[keyof typeof VectorMetric];
+/** The metrics by code (0 is none). */
+export const VECTOR_METRIC_NAMES = ["", "cosine", "inner_product", "l2"] as const;
+/** VECTOR_HITS `method`: 0 EXACT (every candidate compared), 1 GRAPH. */
+export const VECTOR_SEARCH_METHODS = ["exact", "graph"] as const;
+/** Bytes of a vector index's name (UTF-8, not empty). */
+export const VECTOR_INDEX_NAME_BYTES_MAX = 64;
+/** Indexes of one tenant (VECTOR_INDEXES answers at most this many). */
+export const VECTOR_INDEXES_MAX = 64;
+/** The largest dimension of an index. */
+export const VECTOR_DIMS_MAX = 4096;
+/** Vectors of one key-value entry. */
+export const VECTORS_PER_ENTRY_MAX = 64;
+/** `k + offset` of one VECTOR_SEARCH. */
+export const VECTOR_K_MAX = 1000;
+/** A search's (and an index's) `ef_search`. */
+export const VECTOR_EF_SEARCH_MAX = 4096;
+/** Bytes of a VECTOR_SEARCH key prefix. */
+export const VECTOR_PREFIX_BYTES_MAX = 256;
+/** Bytes of a VECTOR_SEARCH filter (JSON). */
+export const VECTOR_FILTER_BYTES_MAX = 65_536;
+/** VECTOR_SEARCH `search_flags` bit 0: scan every candidate exactly, never the graph. */
+export const VECTOR_SEARCH_EXACT = 1 << 0;
+/** VECTOR_INDEX_INFO without its name: index_id, dims, metric, reserved, ef_search, vectors,
+ * name_len. */
+export const VECTOR_INDEX_INFO_BYTES = 20;
+/** The smallest hit of VECTOR_HITS: key_len (2), score (4), value_hash (32), value_len (4). */
+export const VECTOR_HIT_BYTES_MIN = 42;
+
+/** VECTOR_INDEX_INFO (version 6), as on the wire. */
+export interface VectorIndexRecord {
+  /** The tenant's id of the index (a dropped name created again gets a new one). */
+  indexId: number;
+  dims: number;
+  metric: VectorMetric;
+  /** The graph's search breadth. */
+  efSearch: number;
+  /** Live vectors in it now. */
+  vectors: number;
+  name: string;
+}
+
+/** One hit of VECTOR_HITS: the entry's key, its best vector's score, its value's hash and
+ * length. */
+export interface VectorHitRecord {
+  key: Uint8Array;
+  score: number;
+  valueHash: Uint8Array;
+  valueLen: number;
+}
+
+/** VECTOR_HITS (version 6): how the search ran (0 EXACT, 1 GRAPH), the vectors compared, the
+ * hits best first. */
+export interface VectorHitsAnswer {
+  method: number;
+  candidates: number;
+  hits: VectorHitRecord[];
+}
+
+/** VECTOR_INDEX_INFO: `u32 index_id, u16 dims, u8 metric, u8 reserved, u16 ef_search, u64
+ * vectors, u16 name_len, name` (1..=64 bytes of UTF-8). A metric other than 1..=3, a dimension
+ * outside 1..=4,096, an `ef_search` over 4,096 or an empty name is refused. */
+function vectorIndexInfo(r: Reader): VectorIndexRecord {
+  const indexId = r.u32("index_id");
+  const dims = r.u16("dims");
+  if (dims < 1 || dims > VECTOR_DIMS_MAX) throw r.error("dims", `${dims} is outside 1..=${VECTOR_DIMS_MAX}`);
+  const metric = r.u8("metric");
+  if (metric < VectorMetric.COSINE || metric > VectorMetric.L2) throw r.error("metric", `unknown value ${metric}`);
+  r.zero(1);
+  const efSearch = r.limit(r.u16("ef_search"), VECTOR_EF_SEARCH_MAX, "ef_search");
+  const vectors = r.u64("vectors");
+  const name = r.string(r.limit(r.u16("name_len"), VECTOR_INDEX_NAME_BYTES_MAX, "name_len"), "name");
+  if (name.length === 0) throw r.error("name", "empty");
+  return { indexId, dims, metric: metric as VectorMetric, efSearch, vectors, name };
+}
+
+/** VECTOR_INDEX (VECTOR_INDEX_CREATE's answer) and VECTOR_INDEX_DROPPED: one VECTOR_INDEX_INFO. */
+export function decodeVectorIndex(r: Reader): VectorIndexRecord {
+  return vectorIndexInfo(r);
+}
+
+/** VECTOR_INDEXES: `u16 count` (≤ 64), `count` × VECTOR_INDEX_INFO. */
+export function decodeVectorIndexes(r: Reader): VectorIndexRecord[] {
+  const count = r.limit(r.u16("count"), VECTOR_INDEXES_MAX, "count");
+  r.count(count, VECTOR_INDEX_INFO_BYTES + 1, "indexes");
+  const indexes: VectorIndexRecord[] = [];
+  for (let i = 0; i < count; i++) indexes.push(vectorIndexInfo(r));
+  return indexes;
+}
+
+/** VECTOR_HITS: `u8 method` (0 EXACT, 1 GRAPH), `u8 reserved`, `u32 candidates`, `u16 count`
+ * (≤ 1,000), `count` × (`u16 key_len, key` (≤ 256 bytes), `f32 score`, `[32] value_hash`,
+ * `u32 value_len`). */
+export function decodeVectorHits(r: Reader): VectorHitsAnswer {
+  const method = r.u8("method");
+  if (method >= VECTOR_SEARCH_METHODS.length) throw r.error("method", `unknown value ${method}`);
+  r.zero(1);
+  const candidates = r.u32("candidates");
+  const count = r.limit(r.u16("count"), VECTOR_K_MAX, "count");
+  r.count(count, VECTOR_HIT_BYTES_MIN, "hits");
+  const hits: VectorHitRecord[] = [];
+  for (let i = 0; i < count; i++) {
+    const key = r.take(r.limit(r.u16("key_len"), KV_KEY_BYTES_MAX, "key_len"), "key").slice();
+    hits.push({ key, score: r.f32("score"), valueHash: r.hash("value_hash"), valueLen: r.u32("value_len") });
+  }
+  return { method, candidates, hits };
+}
+
+/** A vector index's name as the wire carries it: 1..=64 bytes of UTF-8 (RangeError otherwise). */
+function vectorIndexNameBytes(name: string, what = "a vector index name"): Uint8Array {
+  if (typeof name !== "string") throw new TypeError(`${what} is a string, not ${typeof name}`);
+  const bytes = utf8.encode(name);
+  if (bytes.length === 0) throw new RangeError(`${what} must not be empty`);
+  if (bytes.length > VECTOR_INDEX_NAME_BYTES_MAX) {
+    throw new RangeError(`${what} is ${bytes.length} bytes of UTF-8; at most ${VECTOR_INDEX_NAME_BYTES_MAX}`);
+  }
+  return bytes;
+}
+
+function checkDims(dims: number, what: string): number {
+  if (!Number.isInteger(dims) || dims < 1 || dims > VECTOR_DIMS_MAX) {
+    throw new RangeError(`${what} is 1 to ${VECTOR_DIMS_MAX}, not ${dims}`);
+  }
+  return dims;
+}
+
+function checkEfSearch(efSearch: number): number {
+  if (!Number.isInteger(efSearch) || efSearch < 0 || efSearch > VECTOR_EF_SEARCH_MAX) {
+    throw new RangeError(`efSearch is 0 (the default) to ${VECTOR_EF_SEARCH_MAX}, not ${efSearch}`);
+  }
+  return efSearch;
+}
+
+/** A vector the wire can carry: `dims` components, each finite as an f32 (a NaN, an infinity
+ * or a number beyond the f32 range is refused, RangeError naming `what`). */
+export function checkVector(vector: Float32Array, dims: number, what: string): Float32Array {
+  if (!(vector instanceof Float32Array)) throw new TypeError(`${what} is a Float32Array`);
+  if (vector.length !== dims) throw new RangeError(`${what} has ${vector.length} dimensions; the index has ${dims}`);
+  for (let i = 0; i < vector.length; i++) {
+    if (!Number.isFinite(vector[i])) throw new RangeError(`${what}: component ${i} is ${vector[i]} as an f32 (a component is a finite number)`);
+  }
+  return vector;
+}
+
+/** VECTOR_INDEX_CREATE (version 6): the index `name` (1..=64 bytes of UTF-8) of `dims`
+ * (1..=4,096) and `metric`, or the one of that name when its dimension and metric are these;
+ * `efSearch` 0 (the server's default, 128) to 4,096. RangeError for what the server refuses. */
+export function vectorIndexCreate(name: string, dims: number, metric: VectorMetric, efSearch: number): Request<VectorIndexRecord> {
+  const bytes = vectorIndexNameBytes(name);
+  checkDims(dims, "dims");
+  if (metric !== VectorMetric.COSINE && metric !== VectorMetric.INNER_PRODUCT && metric !== VectorMetric.L2) {
+    throw new RangeError(`a metric is 1 (cosine), 2 (inner product) or 3 (L2), not ${String(metric)}`);
+  }
+  checkEfSearch(efSearch);
+  return request("VECTOR_INDEX_CREATE", MsgType.VECTOR_INDEX_CREATE, 6, (w) => {
+    w.short(bytes, "name").u16(dims).u8(metric).u8(0).u16(efSearch);
+  }, decodeVectorIndex);
+}
+
+/** VECTOR_INDEX_DROP (version 6): drops the index `name`; its answer is the index as it was. */
+export function vectorIndexDrop(name: string): Request<VectorIndexRecord> {
+  const bytes = vectorIndexNameBytes(name);
+  return request("VECTOR_INDEX_DROP", MsgType.VECTOR_INDEX_DROP, 6, (w) => w.short(bytes, "name"), decodeVectorIndex);
+}
+
+/** VECTOR_INDEX_LIST (version 6): the connection's tenant's indexes, in name order. */
+export function vectorIndexList(): Request<VectorIndexRecord[]> {
+  return request("VECTOR_INDEX_LIST", MsgType.VECTOR_INDEX_LIST, 6, () => undefined, decodeVectorIndexes);
+}
+
+/** VECTOR_SEARCH's fields. */
+export interface VectorSearchFields {
+  context: ContextRef;
+  index: string;
+  /** The query; its length is the `dims` sent. */
+  vector: Float32Array;
+  /** 1..=1,000. */
+  k: number;
+  /** Hits skipped before the `k` answered; `k + offset` ≤ 1,000. */
+  offset: number;
+  /** EXACT: every candidate scanned, never the graph. */
+  exact: boolean;
+  /** The graph's breadth for this search, 0 (the index's) to 4,096. */
+  efSearch: number;
+  /** Only entries whose key starts with it (≤ 256 bytes; empty: all). */
+  prefix: Uint8Array;
+  /** A JSON object over the entry's value, as UTF-8 (≤ 65,536 bytes; empty: none). */
+  filter: Uint8Array;
+}
+
+/** VECTOR_SEARCH (version 6): the `k` entries of a context nearest `vector` that pass the
+ * prefix and the filter, best first. RangeError for what the server refuses (a vector not finite
+ * as f32, `k` outside 1..=1,000, `k + offset` over 1,000, a prefix over 256 bytes, a filter over
+ * 65,536 bytes, `efSearch` over 4,096). */
+export function vectorSearch(fields: VectorSearchFields): Request<VectorHitsAnswer> {
+  const name = vectorIndexNameBytes(fields.index, "index");
+  const dims = checkDims(fields.vector.length, "a query vector's dimension");
+  checkVector(fields.vector, dims, "the query vector");
+  if (!Number.isInteger(fields.k) || fields.k < 1 || fields.k > VECTOR_K_MAX) throw new RangeError(`k is 1 to ${VECTOR_K_MAX}, not ${fields.k}`);
+  if (!Number.isInteger(fields.offset) || fields.offset < 0 || fields.k + fields.offset > VECTOR_K_MAX) {
+    throw new RangeError(`offset is a whole number with k + offset at most ${VECTOR_K_MAX}, not ${fields.offset} (k ${fields.k})`);
+  }
+  checkEfSearch(fields.efSearch);
+  if (fields.prefix.length > VECTOR_PREFIX_BYTES_MAX) {
+    throw new RangeError(`a search prefix is at most ${VECTOR_PREFIX_BYTES_MAX} bytes, not ${fields.prefix.length}`);
+  }
+  if (fields.filter.length > VECTOR_FILTER_BYTES_MAX) {
+    throw new RangeError(`a search filter is at most ${VECTOR_FILTER_BYTES_MAX} bytes of JSON, not ${fields.filter.length}`);
+  }
+  return request("VECTOR_SEARCH", MsgType.VECTOR_SEARCH, 6, (w) => {
+    w.contextRef(fields.context).short(name, "index").u16(dims).f32s(fields.vector);
+    w.u16(fields.k).u16(fields.offset).u8(fields.exact ? VECTOR_SEARCH_EXACT : 0).u8(0).u16(fields.efSearch);
+    w.short(fields.prefix, "prefix").u32(fields.filter.length).bytes(fields.filter);
+  }, decodeVectorHits);
+}
+
+/** One entry of KV_PUT_VECTORS: its key, value and vectors (none: stored without any). */
+export interface VectorEntryRecord {
+  key: Uint8Array;
+  value: Uint8Array;
+  vectors: readonly Float32Array[];
+}
+
+/**
+ * KV_PUT_VECTORS (version 6): KV_PUT_EX with vectors, every entry's value and vectors in one
+ * durable record (`putFlags` KV_PUT_IF_ABSENT, `ttlMs` 0: never expire). Every vector is of the
+ * index `index` and of its dimension `dims`. RangeError for what the server refuses: 1..=128
+ * entries, at most 64 vectors each, each of `dims` components finite as f32, naming the entry
+ * and the vector.
+ */
+export function kvPutVectors(
+  context: ContextRef,
+  putFlags: number,
+  ttlMs: number,
+  index: string,
+  dims: number,
+  entries: readonly VectorEntryRecord[],
+): Request<undefined> {
+  const name = vectorIndexNameBytes(index, "index");
+  checkDims(dims, "dims");
+  if (entries.length < 1 || entries.length > KV_ENTRIES_PER_REQUEST_MAX) {
+    throw new RangeError(`KV_PUT_VECTORS carries 1 to ${KV_ENTRIES_PER_REQUEST_MAX} entries, not ${entries.length}`);
+  }
+  entries.forEach((entry, i) => {
+    if (entry.vectors.length > VECTORS_PER_ENTRY_MAX) {
+      throw new RangeError(`entry ${i} has ${entry.vectors.length} vectors; an entry carries at most ${VECTORS_PER_ENTRY_MAX}`);
+    }
+    entry.vectors.forEach((vector, j) => checkVector(vector, dims, `entry ${i}, vector ${j}`));
+  });
+  return request("KV_PUT_VECTORS", MsgType.KV_PUT_VECTORS, 6, (w) => {
+    w.contextRef(context).u8(putFlags).u64(ttlMs).short(name, "index").u16(dims).count16(entries.length, "entries");
+    for (const entry of entries) {
+      w.short(entry.key, "key").u32(entry.value.length).bytes(entry.value).count8(entry.vectors.length, "vectors");
+      for (const vector of entry.vectors) w.f32s(vector);
+    }
+  }, done);
 }
 
 /** A write of TAKES_ACK_AFTER sent with the frame flag ACK_AFTER (version 4): acknowledged once

@@ -158,6 +158,56 @@ export interface KvPage {
   nextAfter: Uint8Array | undefined;
 }
 
+/** A vector index's metric (protocol version 6, decision 0033). Every score is higher for
+ * nearer, as LangGraph's PostgresStore scores: `cosine` the cosine similarity (1 − the cosine
+ * distance; a zero vector scores 0), `inner_product` the dot product, `l2` minus the Euclidean
+ * distance. */
+export type VectorMetricName = "cosine" | "inner_product" | "l2";
+
+/** A vector index (protocol version 6, decision 0033): a named space of the connection's
+ * tenant, of one dimension and metric. */
+export interface VectorIndex {
+  name: string;
+  /** The tenant's id of the index: a name dropped and created again gets a new one. */
+  indexId: number;
+  dims: number;
+  metric: VectorMetricName;
+  /** The graph's search breadth (the server's default is 128). */
+  efSearch: number;
+  /** Live vectors in it now. */
+  vectors: number;
+}
+
+/** A vector, as a put or a search takes it: numbers (an array or a Float32Array), each finite
+ * as an f32. */
+export type VectorLike = ArrayLike<number>;
+
+/** An entry of `kvPutVectors`: its key, value and vectors (up to 64; none: stored without
+ * any, an overwrite dropping the old ones). */
+export interface VectorEntry {
+  key: KeyLike;
+  value: Uint8Array;
+  vectors?: readonly VectorLike[];
+}
+
+/** A hit of `vectorSearch`: the entry's key, the score of its best vector (higher is nearer),
+ * its value's hash and length (the value itself: `kvGet`, or `getBlob` of the hash). */
+export interface VectorHit {
+  key: Uint8Array;
+  score: number;
+  valueHash: Uint8Array;
+  valueLen: number;
+}
+
+/** What `vectorSearch` found: the hits best first (equal scores in key order), exactly `k`
+ * whenever `k + offset` entries or more pass; how the server searched (`exact`: every
+ * candidate compared; `graph`: the index's graph) and how many vectors it compared. */
+export interface VectorSearchResult {
+  method: "exact" | "graph";
+  candidates: number;
+  hits: VectorHit[];
+}
+
 export interface Retention {
   info: ContextInfo;
   /** Turns below it are not read through the context (0: all). */

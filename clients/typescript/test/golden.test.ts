@@ -1,5 +1,5 @@
 /**
- * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3, -v4 and -v5, byte for byte:
+ * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3, -v4, -v5 and -v6, byte for byte:
  * every request frame this client encodes equals its golden bytes (header included), and every
  * answer frame decodes (strictly: every byte read, reserved bytes zero) to the documented
  * values. Every golden frame is covered: a frame added to the files fails the first test until
@@ -14,7 +14,7 @@ import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
 import { goldenFrames } from "./golden-frames.js";
 
-const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt", "golden-v5.txt");
+const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt", "golden-v5.txt", "golden-v6.txt");
 const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
 const HASH_00 = Uint8Array.from({ length: 32 }, (_, i) => i);
 const range = (from: number, to: number): Uint8Array => Uint8Array.from({ length: to - from }, (_, i) => from + i);
@@ -40,6 +40,12 @@ const INFO_T1: p.ContextInfoRecord = {
 };
 const NO_EXTRAS: p.ExtrasRecord = { key: new Uint8Array(0), labels: [], links: [] };
 const RAW_HELLO: p.PayloadRecord = { encoding: p.PayloadEncoding.RAW, rawLen: 5, data: utf8("hello") };
+
+/** VECTOR_INDEX_INFO of the version-6 golden answers. */
+const MEMORIES: p.VectorIndexRecord = { indexId: 1, dims: 3, metric: p.VectorMetric.COSINE, efSearch: 128, vectors: 2, name: "memories" };
+const VECTOR_SEARCH_FIELDS: p.VectorSearchFields = {
+  context: 3, index: "m", vector: Float32Array.of(1), k: 1, offset: 0, exact: false, efSearch: 0, prefix: new Uint8Array(0), filter: new Uint8Array(0),
+};
 
 /** Requests: name → (req_id, the request this client encodes). */
 const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
@@ -108,6 +114,31 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
   tenant_delete: [72, p.tenantDelete("acme")],
   // Version 5 (decision 0032 §7): TENANT_ROTATE_KEY.
   tenant_rotate_key: [73, p.tenantRotateKey("globex")],
+  // Version 6 (decision 0033): vector search.
+  vector_index_create: [81, p.vectorIndexCreate("memories", 3, p.VectorMetric.COSINE, 0)],
+  vector_index_drop: [82, p.vectorIndexDrop("memories")],
+  vector_index_list: [83, p.vectorIndexList()],
+  kv_put_vectors: [
+    84,
+    p.kvPutVectors("lgs:main", 0, 0, "memories", 3, [
+      { key: utf8("i/a"), value: utf8('{"text":"hi"}'), vectors: [Float32Array.of(1, 0, -0.5), Float32Array.of(0.25, 0.5, 2)] },
+      { key: utf8("i/b"), value: utf8("{}"), vectors: [] },
+    ]),
+  ],
+  vector_search: [
+    85,
+    p.vectorSearch({
+      context: 3,
+      index: "memories",
+      vector: Float32Array.of(1, 0, 0),
+      k: 2,
+      offset: 1,
+      exact: true,
+      efSearch: 0,
+      prefix: utf8("i/"),
+      filter: utf8('{"color":{"$ne":"red"}}'),
+    }),
+  ],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -212,7 +243,23 @@ const ANSWERS: Record<string, Answer> = {
     tenantId: 1, flags: p.TENANT_KEYS_DESTROYED | p.TENANT_REPLICA_UPDATED,
   }],
   tenant_key_rotated: [73, R(T.TENANT_ROTATE_KEY), 0, p.decodeTenantKeyRotated, { tenantId: 2, keyVersion: 3 }],
+  vector_index: [81, R(T.VECTOR_INDEX_CREATE), 0, p.decodeVectorIndex, MEMORIES],
+  vector_index_dropped: [82, R(T.VECTOR_INDEX_DROP), 0, p.decodeVectorIndex, MEMORIES],
+  vector_indexes: [83, R(T.VECTOR_INDEX_LIST), 0, p.decodeVectorIndexes, [MEMORIES]],
+  kv_put_vectors_stored: [84, R(T.KV_PUT_VECTORS), 0, () => undefined, undefined],
+  vector_hits: [85, R(T.VECTOR_SEARCH), 0, p.decodeVectorHits, {
+    method: 0, candidates: 4, hits: [{ key: utf8("i/a"), score: 0.875, valueHash: range(0x30, 0x50), valueLen: 13 }],
+  }],
 };
+
+test("the version-6 messages need version 6; KV_PUT_VECTORS takes ACK_AFTER", () => {
+  for (const request of [p.vectorIndexCreate("m", 3, p.VectorMetric.L2, 0), p.vectorIndexDrop("m"), p.vectorIndexList(), REQUESTS["vector_search"]![1]]) {
+    expect(request.minVersion).toBe(6);
+  }
+  const put = p.ackAfter(REQUESTS["kv_put_vectors"]![1], "local");
+  expect([put.flags, put.minVersion]).toEqual([1 << p.ACK_AFTER_SHIFT, 6]);
+  expect(() => p.ackAfter(p.vectorSearch({ ...VECTOR_SEARCH_FIELDS }), "local")).toThrow(/ACK_AFTER/);
+});
 
 test("ACK_AFTER goes only on the writes that take it, and needs version 4", () => {
   expect(() => p.ackAfter(p.getHead(3), "local")).toThrow(/ACK_AFTER/);

@@ -1,8 +1,8 @@
 /**
- * Python <-> TypeScript: a LangGraph thread and an Agents session written from one client read
- * and continue from the other, on one real server. The Python side is the repository's
- * clients/python, in the virtualenv run-tests.sh prepares ($CTXSTORE_PYTHON: its python),
- * driven as child processes (test/interop/driver.py).
+ * Python <-> TypeScript: a LangGraph thread, a LangGraph store and an Agents session written
+ * from one client read and continue from the other, on one real server. The Python side is the
+ * repository's clients/python, in the virtualenv run-tests.sh prepares ($CTXSTORE_PYTHON: its
+ * python), driven as child processes (test/interop/driver.py).
  */
 
 import { execFile } from "node:child_process";
@@ -15,7 +15,8 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 
 import { CtxstoreSession } from "../src/agents.js";
 import { Client } from "../src/index.js";
-import { contextName, CtxstoreSaver } from "../src/langgraph.js";
+import { contextName, CtxstoreSaver, CtxstoreStore } from "../src/langgraph.js";
+import { CharacterEmbeddings } from "./embeddings.js";
 import { PACKAGE_DIR, Server } from "./server.js";
 
 const run = promisify(execFile);
@@ -192,5 +193,118 @@ test("an Agents session written by Python reads, pops and grows in TypeScript, a
     expect(await session.getItems()).toEqual([{ role: "user", content: "py 1" }, { role: "user", content: "py 4" }]);
   } finally {
     await session.close();
+  }
+});
+
+interface PyStoreDump {
+  items: Array<[string[], string, Record<string, unknown>, string, string]>;
+  gets: Array<Record<string, unknown> | null>;
+  namespaces: string[][];
+}
+
+test("a LangGraph store written by Python reads in TypeScript, and back (decision 0022's layout)", async () => {
+  const name = `interop-store-${Date.now()}`;
+  const ops: Array<[string[], string, Record<string, unknown> | null]> = [
+    [["users", "u1"], "prefs", { theme: "dark", size: 3, tags: ["a", "b"], nested: { z: 1, a: 0.5 } }],
+    [["users", "u1"], "k\u0000\u0001é", { text: "这是中文" }],
+    [["users", "u2"], "prefs", { theme: "light", size: 1e-7 }],
+    [["users", "u2", "deep"], "x", { x: true }],
+    [["gone"], "k", { v: 1 }],
+    [["gone"], "k", null],
+  ];
+  await driver("store-put", server.addr, name, JSON.stringify(ops));
+  const client = await Client.connect(server.addr);
+  const store = new CtxstoreStore(client, { name });
+  try {
+    expect((await store.get(["users", "u1"], "prefs"))?.value).toEqual(ops[0]![2]);
+    expect((await store.get(["users", "u1"], "k\u0000\u0001é"))?.value).toEqual({ text: "这是中文" });
+    expect(await store.get(["gone"], "k")).toBeNull();
+    const items = await store.search(["users"], { limit: 100 });
+    expect(items.map((i) => [i.namespace, i.key])).toEqual([
+      [["users", "u1"], "k\u0000\u0001é"],
+      [["users", "u1"], "prefs"],
+      [["users", "u2"], "prefs"],
+      [["users", "u2", "deep"], "x"],
+    ]);
+    expect(await store.listNamespaces()).toEqual([["users", "u1"], ["users", "u2"], ["users", "u2", "deep"]]);
+    expect((await store.search(["users"], { filter: { theme: "light" } })).map((i) => i.key)).toEqual(["prefs"]);
+
+    // TypeScript writes: an update keeps Python's creation time; new items and a delete.
+    const before = (await store.get(["users", "u1"], "prefs"))!;
+    await store.put(["users", "u1"], "prefs", { theme: "blue", size: 4 });
+    await store.put(["ts"], "t1", { from: "ts", n: [1, 2.5] });
+    await store.delete(["users", "u2", "deep"], "x");
+    const dump = (await driver("store-dump", server.addr, name)) as PyStoreDump;
+    expect(dump.items.map(([ns, key, value]) => [ns, key, value])).toEqual([
+      [["ts"], "t1", { from: "ts", n: [1, 2.5] }],
+      [["users", "u1"], "k\u0000\u0001é", { text: "这是中文" }],
+      [["users", "u1"], "prefs", { theme: "blue", size: 4 }],
+      [["users", "u2"], "prefs", { theme: "light", size: 1e-7 }],
+    ]);
+    expect(dump.gets).toEqual(dump.items.map(([, , value]) => value));
+    expect(dump.namespaces).toEqual([["ts"], ["users", "u1"], ["users", "u2"]]);
+    const prefs = dump.items[2]!;
+    expect(new Date(prefs[3]).getTime()).toBe(before.createdAt.getTime());
+    expect(new Date(prefs[4]).getTime()).toBeGreaterThanOrEqual(before.updatedAt.getTime());
+
+    // Equal values are equal bytes whichever language wrote them: one value hash.
+    await driver("store-put", server.addr, name, JSON.stringify([[["py"], "same", { b: [1, { d: "é" }], a: 2.5 }]]));
+    await store.put(["ts"], "same", { a: 2.5, b: [1, { d: "é" }] });
+    const entries = (await client.kvList(`lgs:${name}`, { limit: 1000 })).items;
+    const hashOf = (key: string) => entries.find((e) => new TextDecoder().decode(e.key) === key)?.valueHash;
+    expect(hashOf("i/py\u0000\u0000same\u0000v")).toBeDefined();
+    expect(hashOf("i/py\u0000\u0000same\u0000v")).toEqual(hashOf("i/ts\u0000\u0000same\u0000v"));
+  } finally {
+    await client.close();
+  }
+});
+
+test("a store's vectors written by Python are searched from TypeScript, and back (decision 0033)", async () => {
+  // Both sides embed with LangGraph's CharacterEmbeddings (64 dimensions), the projections of
+  // WARM drawn first: a text of those characters embeds the same in both languages.
+  const WARM = "abcdefghijklmnopqrstuvwxyz ";
+  const embeddings = new CharacterEmbeddings(64);
+  embeddings.embedOne(WARM);
+  const cosine = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i]!, 0) / Math.sqrt(a.reduce((s, x) => s + x * x, 0) * b.reduce((s, x) => s + x * x, 0));
+  const name = `interop-vstore-${Date.now()}`;
+  const texts: Record<string, string> = { apple: "red apple pie", car: "fast blue car", tea: "green tea leaves" };
+  await driver(
+    "store-vput",
+    server.addr,
+    name,
+    JSON.stringify([
+      [["docs"], "apple", { text: texts["apple"] }],
+      [["docs"], "car", { text: texts["car"] }],
+      [["docs", "x"], "tea", { text: texts["tea"], kind: "drink" }],
+      [["docs"], "raw", { other: "no text field" }],
+    ]),
+  );
+  const client = await Client.connect(server.addr);
+  const store = new CtxstoreStore(client, { name, index: { dims: 64, embeddings, fields: ["text"] } });
+  const ranked = (query: string) =>
+    Object.entries(texts)
+      .map(([key, text]): [string, number] => [key, cosine(embeddings.embedOne(query), embeddings.embedOne(text))])
+      .sort((a, b) => b[1] - a[1]);
+  try {
+    const found = await store.search(["docs"], { query: "apple pie", limit: 10 });
+    const want = ranked("apple pie");
+    expect(found.map((item) => item.key)).toEqual(want.map(([key]) => key)); // "raw" has no vector
+    found.forEach((item, i) => expect(item.score).toBeCloseTo(want[i]![1], 4)); // Python stored what this side embeds
+    expect((await store.search(["docs"], { query: "tea", filter: { kind: "drink" } })).map((item) => item.key)).toEqual(["tea"]);
+
+    // TypeScript writes (a new item, an overwrite that re-embeds); Python searches.
+    await store.put(["docs"], "boat", { text: "slow red boat" });
+    await store.put(["docs"], "apple", { text: "yellow banana" });
+    texts["boat"] = "slow red boat";
+    texts["apple"] = "yellow banana";
+    const fromPy = (await driver("store-vsearch", server.addr, name, JSON.stringify({ prefix: ["docs"], query: "red boat", limit: 10 }))) as Array<[string[], string, number]>;
+    const wantPy = ranked("red boat");
+    expect(fromPy.map(([, key]) => key)).toEqual(wantPy.map(([key]) => key));
+    fromPy.forEach(([, , score], i) => expect(score).toBeCloseTo(wantPy[i]![1], 4));
+    const filtered = (await driver("store-vsearch", server.addr, name, JSON.stringify({ prefix: ["docs"], query: "red boat", filter: { kind: "drink" }, limit: 10 }))) as Array<[string[], string, number]>;
+    expect(filtered.map(([ns, key]) => [ns, key])).toEqual([[["docs", "x"], "tea"]]);
+  } finally {
+    await client.vectorIndexDrop(store.vectorIndexName!).catch(() => undefined);
+    await client.close();
   }
 });

@@ -3,7 +3,8 @@
  * with a tenant's token, and what one tenant saves is absent to another. The operator lists
  * the tenants with their usage, quotas and refusals (`tenants()`, TENANT_LIST, version 5),
  * deletes a tenant (`deleteTenant()`, TENANT_DELETE, version 5) and rotates a tenant's data key
- * (`rotateTenantKey()`, TENANT_ROTATE_KEY, version 5).
+ * (`rotateTenantKey()`, TENANT_ROTATE_KEY, version 5). Vector indexes (version 6) are a
+ * tenant's own: another tenant's index of the same name is another index.
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -276,5 +277,43 @@ test("the operator rotates a tenant's key on a server that seals: what was store
     }
   } finally {
     await own.stop();
+  }
+});
+
+test("vector indexes (version 6) are the tenant's: same name, another index; dropping one needs admin", async () => {
+  const acme = await Client.connect(server.addr, { token: ACME });
+  const globex = await Client.connect(server.addr, { token: GLOBEX });
+  const initech = await Client.connect(server.addr, { token: INITECH });
+  const operator = await Client.connect(server.addr, { token: OPERATOR });
+  try {
+    const mine = await acme.vectorIndexCreate("shared-index", 2);
+    const theirs = await globex.vectorIndexCreate("shared-index", 3, { metric: "l2" }); // not acme's: no conflict
+    expect(theirs).toMatchObject({ dims: 3, metric: "l2" });
+    expect((await acme.vectorIndexes()).map((i) => [i.name, i.dims])).toEqual([["shared-index", 2]]);
+    expect((await globex.vectorIndexes()).map((i) => [i.name, i.dims])).toEqual([["shared-index", 3]]);
+    expect((await operator.vectorIndexes()).map((i) => i.name)).not.toContain("shared-index");
+
+    const { info } = await acme.openContext(`acme-vectors-${Date.now()}`);
+    const value = new TextEncoder().encode('{"secret":true}');
+    await acme.kvPutVectors(info.contextId, [{ key: "k", value, vectors: [[1, 0]] }], "shared-index");
+    const hits = await acme.vectorSearch(info.contextId, "shared-index", [1, 0]);
+    expect(hits.hits.map((hit) => new TextDecoder().decode(hit.key))).toEqual(["k"]);
+    expect((await acme.vectorIndexes())[0]!.vectors).toBe(1);
+    // Another tenant neither finds the context nor puts into it.
+    await expect(globex.vectorSearch(info.contextId, "shared-index", [1, 0, 0])).rejects.toBeInstanceOf(NotFound);
+    await expect(globex.kvPutVectors(info.contextId, [{ key: "k", value, vectors: [[1, 0, 0]] }], "shared-index")).rejects.toBeInstanceOf(NotFound);
+
+    // VECTOR_INDEX_DROP needs the admin right (acme's token has read and write only).
+    const refused = await acme.vectorIndexDrop("shared-index").catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(Unauthorized);
+    await acme.ping(); // the connection stays open
+    await initech.vectorIndexCreate("initech-index", 4);
+    expect((await initech.vectorIndexDrop("initech-index")).dims).toBe(4);
+    expect(mine.name).toBe("shared-index");
+  } finally {
+    await acme.close();
+    await globex.close();
+    await initech.close();
+    await operator.close();
   }
 });

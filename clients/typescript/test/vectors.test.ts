@@ -1,0 +1,530 @@
+/**
+ * Vector search (protocol version 6, issue 49, decision 0033) against a real server: indexes
+ * created, listed and dropped (VECTOR_INDEX_CREATE, _LIST, _DROP), entries put with their
+ * vectors (KV_PUT_VECTORS), searched (VECTOR_SEARCH) with exactly `k` hits under a selective
+ * filter, an overwrite, a delete or an expiry taking an entry's vectors with it, and what is
+ * refused: by the client before sending (RangeError, TypeError) and by the server when sent as
+ * raw frames (InvalidArgument, TooLarge, NotFound; the connection stays open, nothing written).
+ */
+
+import net from "node:net";
+
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+
+import { Client, InvalidArgument, NotFound, NotSupported, ProtocolError, TooLarge } from "../src/index.js";
+import * as p from "../src/protocol.js";
+import type { VectorMetricName } from "../src/types.js";
+import { Server } from "./server.js";
+
+const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
+const text = (data: Uint8Array): string => new TextDecoder().decode(data);
+
+let server: Server;
+let client: Client;
+
+beforeAll(async () => {
+  server = await Server.start();
+  client = await Client.connect(server.addr);
+});
+
+afterAll(async () => {
+  await client?.close();
+  await server?.stop();
+});
+
+/** A deterministic vector of `dims` components for seed `i` (not normalized). */
+function vectorFor(i: number, dims: number): number[] {
+  let state = (i + 1) * 2654435761;
+  return Array.from({ length: dims }, () => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return Math.fround(state / 0x1_0000_0000 - 0.5);
+  });
+}
+
+function score(metric: VectorMetricName, a: readonly number[], b: readonly number[]): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  let l2 = 0;
+  a.forEach((x, i) => {
+    const y = b[i]!;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+    l2 += (x - y) ** 2;
+  });
+  if (metric === "cosine") return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb);
+  if (metric === "inner_product") return dot;
+  return -Math.sqrt(l2);
+}
+
+/** A fresh context for a test. */
+async function context(name: string): Promise<string> {
+  const unique = `${name}-${Date.now()}-${Math.floor(Math.random() * 1e9)}`;
+  await client.openContext(unique, { getOrCreate: true });
+  return unique;
+}
+
+function json(value: unknown): Uint8Array {
+  return utf8(JSON.stringify(value));
+}
+
+test("HELLO negotiates version 6", async () => {
+  expect((await client.serverInfo()).version).toBe(6);
+  expect(p.PROTOCOL_VERSION).toBe(6);
+});
+
+describe("indexes", () => {
+  test("create, create again, list in name order, drop, create anew", async () => {
+    const created = await client.vectorIndexCreate("idx-b", 8);
+    expect(created).toMatchObject({ name: "idx-b", dims: 8, metric: "cosine", vectors: 0 });
+    expect(created.efSearch).toBe(128); // 0 asked: the server's default
+    const ip = await client.vectorIndexCreate("idx-a", 3, { metric: "inner_product", efSearch: 64 });
+    expect(ip).toMatchObject({ name: "idx-a", dims: 3, metric: "inner_product", efSearch: 64 });
+    const l2 = await client.vectorIndexCreate("idx-c", 4096, { metric: "l2" });
+    expect(l2.metric).toBe("l2");
+
+    // The same parameters answer the index there is (efSearch 0 matches any).
+    expect(await client.vectorIndexCreate("idx-b", 8, { metric: "cosine" })).toEqual(created);
+    expect((await client.vectorIndexCreate("idx-a", 3, { metric: "inner_product" })).indexId).toBe(ip.indexId);
+    // Another dimension or metric: InvalidArgument naming both; the connection stays open.
+    const dims = await client.vectorIndexCreate("idx-b", 9).catch((e: unknown) => e);
+    expect(dims).toBeInstanceOf(InvalidArgument);
+    expect(String(dims)).toMatch(/8/);
+    expect(String(dims)).toMatch(/9/);
+    await expect(client.vectorIndexCreate("idx-b", 8, { metric: "l2" })).rejects.toBeInstanceOf(InvalidArgument);
+    expect(client.connected).toBe(true);
+
+    const names = (await client.vectorIndexes()).map((index) => index.name);
+    expect(names.filter((name) => name.startsWith("idx-"))).toEqual(["idx-a", "idx-b", "idx-c"]);
+
+    const dropped = await client.vectorIndexDrop("idx-b");
+    expect(dropped).toEqual(created);
+    expect((await client.vectorIndexes()).map((index) => index.name)).not.toContain("idx-b");
+    await expect(client.vectorIndexDrop("idx-b")).rejects.toBeInstanceOf(NotFound);
+    const again = await client.vectorIndexCreate("idx-b", 5, { metric: "l2" });
+    expect(again.indexId).not.toBe(created.indexId);
+    expect(again).toMatchObject({ dims: 5, metric: "l2", vectors: 0 });
+    for (const name of ["idx-a", "idx-b", "idx-c"]) await client.vectorIndexDrop(name);
+  });
+
+  test("a dropped index answers no search; its entries keep their values; a new one starts empty", async () => {
+    const ctx = await context("drop");
+    await client.vectorIndexCreate("idx-drop", 4);
+    await client.kvPutVectors(ctx, [{ key: "k1", value: json({ a: 1 }), vectors: [[1, 0, 0, 0]] }], "idx-drop");
+    expect((await client.vectorIndexes()).find((i) => i.name === "idx-drop")?.vectors).toBe(1);
+    expect((await client.vectorSearch(ctx, "idx-drop", [1, 0, 0, 0])).hits).toHaveLength(1);
+    await client.vectorIndexDrop("idx-drop");
+    await expect(client.vectorSearch(ctx, "idx-drop", [1, 0, 0, 0])).rejects.toBeInstanceOf(NotFound);
+    expect(text((await client.kvGet(ctx, "k1"))!)).toBe('{"a":1}');
+    const fresh = await client.vectorIndexCreate("idx-drop", 4);
+    expect(fresh.vectors).toBe(0);
+    expect((await client.vectorSearch(ctx, "idx-drop", [1, 0, 0, 0])).hits).toEqual([]);
+    await client.vectorIndexDrop("idx-drop");
+  });
+});
+
+describe("search", () => {
+  const DIMS = 16;
+  const COUNT = 300;
+  let ctx: string;
+  const vectors = new Map<string, number[]>();
+  const values = new Map<string, Record<string, unknown>>();
+
+  beforeAll(async () => {
+    ctx = await context("search");
+    await client.vectorIndexCreate("idx-search", DIMS);
+    const entries = [];
+    for (let i = 0; i < COUNT; i++) {
+      const key = `doc/${String(i).padStart(4, "0")}`;
+      const value = { n: i, color: i % 75 === 7 ? "red" : "blue", group: i < 150 ? "low" : "high", nested: { even: i % 2 === 0 } };
+      const vector = vectorFor(i, DIMS);
+      vectors.set(key, vector);
+      values.set(key, value);
+      entries.push({ key, value: json(value), vectors: [vector] });
+    }
+    for (let i = 0; i < entries.length; i += 128) await client.kvPutVectors(ctx, entries.slice(i, i + 128), "idx-search");
+  });
+
+  afterAll(async () => {
+    await client.vectorIndexDrop("idx-search");
+  });
+
+  /** The keys passing `keep`, best first by cosine as computed here (equal scores in key order). */
+  function expected(query: number[], keep: (key: string, value: Record<string, unknown>) => boolean): Array<[string, number]> {
+    return [...vectors]
+      .filter(([key]) => keep(key, values.get(key)!))
+      .map(([key, vector]): [string, number] => [key, score("cosine", query, vector)])
+      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+  }
+
+  test("the k nearest, best first, with the scores of the metric", async () => {
+    const query = vectorFor(1000, DIMS);
+    const found = await client.vectorSearch(ctx, "idx-search", query, { k: 10 });
+    expect(found.hits).toHaveLength(10);
+    const want = expected(query, () => true).slice(0, 10);
+    expect(found.hits.map((hit) => text(hit.key))).toEqual(want.map(([key]) => key));
+    found.hits.forEach((hit, i) => expect(hit.score).toBeCloseTo(want[i]![1], 4));
+    for (const hit of found.hits) {
+      const value = (await client.kvGetEntry(ctx, hit.key))!;
+      expect(hit.valueHash).toEqual(value.valueHash);
+      expect(hit.valueLen).toBe(value.value.length);
+    }
+    const exact = await client.vectorSearch(ctx, "idx-search", query, { k: 10, exact: true });
+    expect(exact.method).toBe("exact");
+    expect(exact.candidates).toBeGreaterThanOrEqual(COUNT);
+    expect(exact.hits.map((hit) => text(hit.key))).toEqual(want.map(([key]) => key));
+  });
+
+  test("exactly k with a selective filter; fewer only when fewer pass", async () => {
+    const query = vectorFor(2000, DIMS);
+    const red = expected(query, (_, value) => value["color"] === "red");
+    expect(red).toHaveLength(4);
+    const three = await client.vectorSearch(ctx, "idx-search", query, { k: 3, filter: { color: "red" } });
+    expect(three.hits.map((hit) => text(hit.key))).toEqual(red.slice(0, 3).map(([key]) => key));
+    const all = await client.vectorSearch(ctx, "idx-search", query, { k: 10, filter: { color: { $eq: "red" } } });
+    expect(all.hits.map((hit) => text(hit.key))).toEqual(red.map(([key]) => key));
+
+    // Operators, several fields ANDed, an object matched field by field.
+    const band = (value: Record<string, unknown>): boolean => (value["n"] as number) >= 100 && (value["n"] as number) < 110;
+    const filtered = await client.vectorSearch(ctx, "idx-search", query, { k: 5, filter: { n: { $gte: 100, $lt: 110 }, nested: { even: true } } });
+    const want = expected(query, (_, value) => band(value) && (value["n"] as number) % 2 === 0);
+    expect(filtered.hits.map((hit) => text(hit.key))).toEqual(want.map(([key]) => key));
+    expect(want).toHaveLength(5);
+    const ne = await client.vectorSearch(ctx, "idx-search", query, { k: 20, filter: { color: { $ne: "blue" }, group: "low" } });
+    expect(ne.hits.map((hit) => text(hit.key))).toEqual(expected(query, (_, v) => v["color"] !== "blue" && v["group"] === "low").map(([key]) => key));
+    // A filter that passes nothing, and one on a missing field.
+    expect((await client.vectorSearch(ctx, "idx-search", query, { k: 5, filter: { color: "green" } })).hits).toEqual([]);
+    expect((await client.vectorSearch(ctx, "idx-search", query, { k: 5, filter: { missing: { $gt: 1 } } })).hits).toEqual([]);
+  });
+
+  test("offset pages through the ranking; a prefix narrows it", async () => {
+    const query = vectorFor(3000, DIMS);
+    const first = await client.vectorSearch(ctx, "idx-search", query, { k: 30 });
+    const page = await client.vectorSearch(ctx, "idx-search", query, { k: 10, offset: 10 });
+    expect(page.hits.map((hit) => text(hit.key))).toEqual(first.hits.slice(10, 20).map((hit) => text(hit.key)));
+    const near = await client.vectorSearch(ctx, "idx-search", query, { k: 1000, offset: 0, exact: true });
+    expect(near.hits).toHaveLength(COUNT);
+    const last = await client.vectorSearch(ctx, "idx-search", query, { k: 10, offset: COUNT - 4 });
+    expect(last.hits).toHaveLength(4);
+
+    const prefixed = await client.vectorSearch(ctx, "idx-search", query, { k: 5, prefix: "doc/01" });
+    expect(prefixed.hits.map((hit) => text(hit.key))).toEqual(expected(query, (key) => key.startsWith("doc/01")).slice(0, 5).map(([key]) => key));
+    expect((await client.vectorSearch(ctx, "idx-search", query, { k: 5, prefix: "nothing/" })).hits).toEqual([]);
+  });
+});
+
+describe("an entry's vectors", () => {
+  test("several vectors count once, with the best; inner product and L2 score as documented", async () => {
+    for (const metric of ["cosine", "inner_product", "l2"] as const) {
+      const ctx = await context(`multi-${metric}`);
+      const index = `idx-multi-${metric}`;
+      await client.vectorIndexCreate(index, 3, { metric });
+      await client.kvPutVectors(
+        ctx,
+        new Map([
+          ["a", { value: json({ k: "a" }), vectors: [[1, 0, 0], [0, 1, 0], [0, 0, 2]] }],
+          ["b", { value: json({ k: "b" }), vectors: [[0.5, 0.5, 0]] }],
+          ["c", { value: json({ k: "c" }) }], // no vector: never a hit
+        ]),
+        index,
+      );
+      const query = [0, 0.9, 0.1];
+      const found = await client.vectorSearch(ctx, index, query, { k: 10 });
+      expect(found.hits.map((hit) => text(hit.key)).sort()).toEqual(["a", "b"]);
+      const best = (vs: number[][]) => Math.max(...vs.map((v) => score(metric, query, v)));
+      const want = { a: best([[1, 0, 0], [0, 1, 0], [0, 0, 2]]), b: best([[0.5, 0.5, 0]]) };
+      for (const hit of found.hits) expect(hit.score).toBeCloseTo(want[text(hit.key) as "a" | "b"], 5);
+      expect(found.hits[0]!.score).toBeGreaterThanOrEqual(found.hits[1]!.score);
+      expect(text((await client.kvGet(ctx, "c"))!)).toBe('{"k":"c"}');
+      await client.vectorIndexDrop(index);
+    }
+  });
+
+  test("a zero vector scores 0 under cosine", async () => {
+    const ctx = await context("zero");
+    await client.vectorIndexCreate("idx-zero", 2);
+    await client.kvPutVectors(ctx, [{ key: "z", value: json({}), vectors: [[0, 0]] }], "idx-zero");
+    const found = await client.vectorSearch(ctx, "idx-zero", [1, 1]);
+    expect(found.hits.map((hit) => [text(hit.key), hit.score])).toEqual([["z", 0]]);
+    await client.vectorIndexDrop("idx-zero");
+  });
+
+  test("an overwrite without vectors, a delete and an expiry take the vectors with them", async () => {
+    const ctx = await context("overwrite");
+    await client.vectorIndexCreate("idx-over", 2);
+    const put = (key: string, vector: number[], ttlMs?: number) =>
+      client.kvPutVectors(ctx, [{ key, value: json({ key }), vectors: [vector] }], "idx-over", ttlMs === undefined ? {} : { ttlMs });
+    const keys = async () => (await client.vectorSearch(ctx, "idx-over", [1, 0], { k: 100 })).hits.map((hit) => text(hit.key)).sort();
+    await put("kv-put", [1, 0]);
+    await put("put-vectors-none", [1, 0.1]);
+    await put("deleted", [1, 0.2]);
+    await put("expires", [1, 0.3], 300);
+    await put("stays", [1, 0.4]);
+    await put("replaced", [1, 0.5]);
+    expect(await keys()).toEqual(["deleted", "expires", "kv-put", "put-vectors-none", "replaced", "stays"]);
+
+    await client.kvPut(ctx, { "kv-put": json({ plain: true }) }); // KV_PUT: no vectors any more
+    await client.kvPutVectors(ctx, [{ key: "put-vectors-none", value: json({ none: true }) }], "idx-over");
+    await client.kvDelete(ctx, ["deleted"]);
+    await client.kvPutVectors(ctx, [{ key: "replaced", value: json({ again: true }), vectors: [[-1, 0]] }], "idx-over");
+    const after = await client.vectorSearch(ctx, "idx-over", [1, 0], { k: 100 });
+    expect(after.hits.map((hit) => text(hit.key)).sort()).toEqual(["expires", "replaced", "stays"]);
+    expect(after.hits.find((hit) => text(hit.key) === "replaced")!.score).toBeCloseTo(-1, 5); // its new vector
+    expect(text((await client.kvGet(ctx, "kv-put"))!)).toBe('{"plain":true}');
+
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(await client.kvGet(ctx, "expires")).toBeUndefined();
+    expect(await keys()).toEqual(["replaced", "stays"]);
+    await client.vectorIndexDrop("idx-over");
+  });
+
+  test("ifAbsent keeps an entry and its vectors; durability local acknowledges", async () => {
+    const ctx = await context("absent");
+    await client.vectorIndexCreate("idx-absent", 2);
+    await client.kvPutVectors(ctx, [{ key: "k", value: json({ v: 1 }), vectors: [[1, 0]] }], "idx-absent", { durability: "local" });
+    await client.kvPutVectors(ctx, [{ key: "k", value: json({ v: 2 }), vectors: [[0, 1]] }], "idx-absent", { ifAbsent: true });
+    expect(text((await client.kvGet(ctx, "k"))!)).toBe('{"v":1}');
+    expect((await client.vectorSearch(ctx, "idx-absent", [1, 0])).hits[0]!.score).toBeCloseTo(1, 5);
+    await client.vectorIndexDrop("idx-absent");
+  });
+
+  test("a put without any vector needs the index's dimension: given, or looked up", async () => {
+    const ctx = await context("nodims");
+    await client.vectorIndexCreate("idx-nodims", 3);
+    await client.kvPutVectors(ctx, [{ key: "a", value: json({}) }], "idx-nodims");
+    await client.kvPutVectors(ctx, [{ key: "b", value: json({}) }], "idx-nodims", { dims: 3 });
+    await expect(client.kvPutVectors(ctx, [{ key: "c", value: json({}) }], "no-such-index")).rejects.toBeInstanceOf(NotFound);
+    expect(await client.kvGet(ctx, "b")).toBeDefined();
+    await client.vectorIndexDrop("idx-nodims");
+  });
+});
+
+describe("refused", () => {
+  let ctx: string;
+
+  beforeAll(async () => {
+    ctx = await context("refused");
+    await client.vectorIndexCreate("idx-refused", 4);
+  });
+
+  afterAll(async () => {
+    await client.vectorIndexDrop("idx-refused");
+  });
+
+  test("by the client, before sending: bad dimensions, NaN, infinities, counts, k", async () => {
+    const put = (vectors: unknown[], key = "bad") =>
+      client.kvPutVectors(ctx, [{ key, value: json({}), vectors: vectors as number[][] }], "idx-refused");
+    await expect(put([[1, 2, 3, 4], [1, 2, 3]])).rejects.toThrow(/vector 1 has 3 dimensions/);
+    await expect(put([[1, Number.NaN, 3, 4]])).rejects.toThrow(/entry 0 \(key "bad"\), vector 0: component 1 is NaN/);
+    await expect(put([[1, 2, Number.POSITIVE_INFINITY, 4]])).rejects.toThrow(RangeError);
+    await expect(put([[1, 2, 3, 1e39]])).rejects.toThrow(/beyond the f32 range/);
+    await expect(put([[1, 2, "3", 4]])).rejects.toThrow(TypeError);
+    await expect(put(Array.from({ length: 65 }, () => [1, 0, 0, 0]))).rejects.toThrow(/65 vectors; an entry carries at most 64/);
+    await expect(client.kvPutVectors(ctx, [], "idx-refused")).rejects.toThrow(RangeError);
+    const many = Array.from({ length: 129 }, (_, i) => ({ key: `m${i}`, value: json({}), vectors: [[1, 0, 0, 0]] }));
+    await expect(client.kvPutVectors(ctx, many, "idx-refused")).rejects.toThrow(/1 to 128 entries/);
+    await expect(client.kvPutVectors(ctx, [{ key: "k", value: json({}), vectors: [[1, 0, 0, 0]] }], "")).rejects.toThrow(RangeError);
+    await expect(client.kvPutVectors(ctx, [{ key: "k", value: json({}), vectors: [[1, 0, 0, 0]] }], "x".repeat(65))).rejects.toThrow(RangeError);
+    expect(await client.kvGet(ctx, "bad")).toBeUndefined();
+
+    const search = (vector: unknown, options = {}) => client.vectorSearch(ctx, "idx-refused", vector as number[], options);
+    await expect(search([1, Number.NaN, 0, 0])).rejects.toThrow(/query vector: component 1 is NaN/);
+    await expect(search([])).rejects.toThrow(RangeError);
+    await expect(search([1, 0, 0, 0], { k: 0 })).rejects.toThrow(/k is 1 to 1000/);
+    await expect(search([1, 0, 0, 0], { k: 1001 })).rejects.toThrow(RangeError);
+    await expect(search([1, 0, 0, 0], { k: 10, offset: 991 })).rejects.toThrow(/k \+ offset at most 1000/);
+    await expect(search([1, 0, 0, 0], { efSearch: 4097 })).rejects.toThrow(RangeError);
+    await expect(search([1, 0, 0, 0], { prefix: "p".repeat(257) })).rejects.toThrow(RangeError);
+    await expect(search([1, 0, 0, 0], { filter: ["a"] })).rejects.toThrow(TypeError);
+    await expect(search([1, 0, 0, 0], { filter: { big: "x".repeat(70_000) } })).rejects.toThrow(/at most 65536 bytes/);
+    await expect(client.vectorIndexCreate("x", 0)).rejects.toThrow(RangeError);
+    await expect(client.vectorIndexCreate("x", 4097)).rejects.toThrow(RangeError);
+    await expect(client.vectorIndexCreate("x", 4, { metric: "hamming" as VectorMetricName })).rejects.toThrow(RangeError);
+    expect((await client.vectorIndexes()).map((i) => i.name)).not.toContain("x");
+  });
+
+  test("by the server: another dimension, a non-finite component, an unknown metric, limits", async () => {
+    const putFrame = (dims: number, components: number[], count = 1) => {
+      const w = new p.Writer().contextRef(ctx).u8(0).u64(0).shortStr("idx-refused", "index").u16(dims).u16(1);
+      w.short(utf8("raw"), "key").u32(2).bytes(utf8("{}")).u8(count);
+      for (let i = 0; i < count; i++) w.f32s(Float32Array.from(components));
+      return p.concat(w.finish());
+    };
+    const send = (body: Uint8Array, msgType: number = p.MsgType.KV_PUT_VECTORS) => client.request(p.raw(msgType, body, 6));
+    const wrongDims = await send(putFrame(3, [1, 0, 0])).catch((e: unknown) => e);
+    expect(wrongDims).toBeInstanceOf(InvalidArgument);
+    expect(String(wrongDims)).toMatch(/3/);
+    expect(String(wrongDims)).toMatch(/4/);
+    await expect(send(putFrame(4, [1, Number.NaN, 0, 0]))).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(send(putFrame(4, [1, Number.POSITIVE_INFINITY, 0, 0]))).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(send(putFrame(4, [1, 0, 0, 0], 65))).rejects.toBeInstanceOf(TooLarge);
+    expect(await client.kvGet(ctx, "raw")).toBeUndefined(); // nothing written
+    expect(client.connected).toBe(true);
+
+    const create = (dims: number, metric: number, efSearch = 0) =>
+      send(p.concat(new p.Writer().shortStr("idx-raw", "name").u16(dims).u8(metric).u8(0).u16(efSearch).finish()), p.MsgType.VECTOR_INDEX_CREATE);
+    const metric = await create(4, 9).catch((e: unknown) => e);
+    expect(metric).toBeInstanceOf(InvalidArgument);
+    expect(String(metric)).toMatch(/9/);
+    await expect(create(0, 1)).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(create(4097, 1)).rejects.toBeInstanceOf(InvalidArgument);
+    // ef_search over 4,096 and a name over 64 bytes: docs/protocol.md names no code for them.
+    const refusedEither = (e: unknown) => e instanceof InvalidArgument || e instanceof TooLarge;
+    expect(refusedEither(await create(4, 1, 4097).catch((e: unknown) => e))).toBe(true);
+    const longName = p.concat(new p.Writer().shortStr("n".repeat(65), "name").u16(4).u8(1).u8(0).u16(0).finish());
+    expect(refusedEither(await send(longName, p.MsgType.VECTOR_INDEX_CREATE).catch((e: unknown) => e))).toBe(true);
+    await expect(send(p.concat(new p.Writer().u16(0).u16(4).u8(1).u8(0).u16(0).finish()), p.MsgType.VECTOR_INDEX_CREATE)).rejects.toBeInstanceOf(
+      InvalidArgument,
+    );
+    expect((await client.vectorIndexes()).map((i) => i.name)).not.toContain("idx-raw");
+
+    const searchFrame = (k: number, offset: number, vector = [1, 0, 0, 0]) => {
+      const w = new p.Writer().contextRef(ctx).shortStr("idx-refused", "index").u16(vector.length).f32s(Float32Array.from(vector));
+      return p.concat(w.u16(k).u16(offset).u8(0).u8(0).u16(0).u16(0).u32(0).finish());
+    };
+    await expect(send(searchFrame(0, 0), p.MsgType.VECTOR_SEARCH)).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(send(searchFrame(1001, 0), p.MsgType.VECTOR_SEARCH)).rejects.toBeInstanceOf(TooLarge);
+    await expect(send(searchFrame(10, 991), p.MsgType.VECTOR_SEARCH)).rejects.toBeInstanceOf(TooLarge);
+    await expect(send(searchFrame(10, 0, [1, 0, 0]), p.MsgType.VECTOR_SEARCH)).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(send(searchFrame(10, 0, [Number.NaN, 0, 0, 0]), p.MsgType.VECTOR_SEARCH)).rejects.toBeInstanceOf(InvalidArgument);
+    expect(client.connected).toBe(true);
+  });
+
+  test("by the server: filters it cannot evaluate, unknown indexes and contexts", async () => {
+    const search = (options: Parameters<Client["vectorSearch"]>[3], index = "idx-refused", context: string = ctx) =>
+      client.vectorSearch(context, index, [1, 0, 0, 0], options);
+    const op = await search({ filter: { n: { $in: [1, 2] } } }).catch((e: unknown) => e);
+    expect(op).toBeInstanceOf(InvalidArgument);
+    expect(String(op)).toMatch(/\$in/);
+    const raw = (filter: string) => {
+      const w = new p.Writer().contextRef(ctx).shortStr("idx-refused", "index").u16(4).f32s(Float32Array.of(1, 0, 0, 0));
+      const bytes = utf8(filter);
+      return client.request(p.raw(p.MsgType.VECTOR_SEARCH, p.concat(w.u16(1).u16(0).u8(0).u8(0).u16(0).u16(0).u32(bytes.length).bytes(bytes).finish()), 6));
+    };
+    await expect(raw("{not json")).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(raw("[1,2]")).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(search({}, "no-such-index")).rejects.toBeInstanceOf(NotFound);
+    await expect(search({}, "idx-refused", `no-such-context-${Date.now()}`)).rejects.toBeInstanceOf(NotFound);
+    await expect(
+      client.kvPutVectors(`no-such-context-${Date.now()}`, [{ key: "k", value: json({}), vectors: [[1, 0, 0, 0]] }], "idx-refused"),
+    ).rejects.toBeInstanceOf(NotFound);
+    await expect(client.kvPutVectors(ctx, [{ key: "k", value: json({}), vectors: [[1, 0, 0, 0]] }], "no-such-index")).rejects.toBeInstanceOf(NotFound);
+    expect(client.connected).toBe(true);
+  });
+});
+
+describe("the codec and the answer's promises", () => {
+  test("VECTOR_HITS and VECTOR_INDEX_INFO decode strictly", () => {
+    const hits = (method: number, reserved = 0) =>
+      p.concat(new p.Writer().u8(method).u8(reserved).u32(7).u16(1).short(utf8("k"), "key").f32s(Float32Array.of(0.5)).hash(new Uint8Array(32)).u32(2).finish());
+    expect(p.decodeBody("VECTOR_HITS", hits(1), p.decodeVectorHits)).toEqual({
+      method: 1,
+      candidates: 7,
+      hits: [{ key: utf8("k"), score: 0.5, valueHash: new Uint8Array(32), valueLen: 2 }],
+    });
+    expect(() => p.decodeBody("VECTOR_HITS", hits(2), p.decodeVectorHits)).toThrow(ProtocolError);
+    expect(() => p.decodeBody("VECTOR_HITS", hits(0, 1), p.decodeVectorHits)).toThrow(ProtocolError);
+    const info = (metric: number, dims = 4, name = "i") =>
+      p.concat(new p.Writer().u32(3).u16(dims).u8(metric).u8(0).u16(128).u64(9).shortStr(name, "name").finish());
+    expect(p.decodeBody("VECTOR_INDEX", info(3), p.decodeVectorIndex)).toEqual({ indexId: 3, dims: 4, metric: 3, efSearch: 128, vectors: 9, name: "i" });
+    expect(() => p.decodeBody("VECTOR_INDEX", info(4), p.decodeVectorIndex)).toThrow(ProtocolError);
+    expect(() => p.decodeBody("VECTOR_INDEX", info(1, 0), p.decodeVectorIndex)).toThrow(ProtocolError);
+    expect(() => p.decodeBody("VECTOR_INDEX", info(1, 4, ""), p.decodeVectorIndex)).toThrow(ProtocolError);
+    expect(p.kvPutVectors(1, 0, 0, "i", 2, [{ key: utf8("k"), value: utf8("v"), vectors: [Float32Array.of(1, 2)] }]).minVersion).toBe(6);
+    expect(p.TAKES_ACK_AFTER.has(p.MsgType.KV_PUT_VECTORS)).toBe(true);
+  });
+
+  test("a version-5 server is sent nothing; hits out of order or outside the prefix are a ProtocolError", async () => {
+    let answer: (reqId: bigint) => Buffer = () => Buffer.alloc(0);
+    let requests = 0;
+    const fake = await scripted(5, (socket, reqId) => {
+      requests++;
+      socket.write(answer(reqId));
+    });
+    try {
+      const v5 = new Client(fake.addr);
+      expect((await v5.serverInfo()).version).toBe(5);
+      await expect(v5.vectorIndexes()).rejects.toBeInstanceOf(NotSupported);
+      await expect(v5.vectorSearch("c", "i", [1])).rejects.toBeInstanceOf(NotSupported);
+      await expect(v5.kvPutVectors("c", [{ key: "k", value: json({}), vectors: [[1]] }], "i")).rejects.toBeInstanceOf(NotSupported);
+      expect(requests).toBe(0);
+      await v5.close();
+    } finally {
+      await fake.close();
+    }
+
+    const hitsBody = (entries: Array<[string, number]>) => {
+      const w = new p.Writer().u8(0).u8(0).u32(entries.length).u16(entries.length);
+      for (const [key, s] of entries) w.short(utf8(key), "key").f32s(Float32Array.of(s)).hash(new Uint8Array(32)).u32(0);
+      return p.concat(w.finish());
+    };
+    const fake6 = await scripted(6, (socket, reqId) => socket.write(answer(reqId)));
+    try {
+      const v6 = new Client(fake6.addr);
+      for (const [entries, message] of [
+        [[["a", 0.5], ["b", 0.9]], /not best first/],
+        [[["b", 0.5], ["a", 0.5]], /not best first/],
+        [[["a", 0.5], ["a", 0.4]], /twice/],
+        [[["q", 0.5]], /outside the prefix/],
+      ] as Array<[Array<[string, number]>, RegExp]>) {
+        answer = (reqId) => frame(p.MsgType.VECTOR_SEARCH | p.RESPONSE_BIT, reqId, hitsBody(entries));
+        await expect(v6.vectorSearch("c", "i", [1], { prefix: entries[0]![0] === "q" ? "p" : "" })).rejects.toThrow(message);
+      }
+      answer = (reqId) => frame(p.MsgType.VECTOR_SEARCH | p.RESPONSE_BIT, reqId, hitsBody([["a", 0.5], ["b", 0.5], ["c", 0.1]]));
+      await expect(v6.vectorSearch("c", "i", [1], { k: 2 })).rejects.toThrow(/k 2 answered 3 hits/);
+      await v6.close();
+    } finally {
+      await fake6.close();
+    }
+  });
+});
+
+function frame(msgType: number, reqId: bigint, body: Uint8Array): Buffer {
+  return Buffer.concat([p.encodeHeader({ len: body.length, msgType, flags: 0, reqId }), body]);
+}
+
+/** A scripted server of protocol `version`: HELLO answered, then `onRequest` for each frame. */
+async function scripted(version: number, onRequest: (socket: net.Socket, reqId: bigint) => void): Promise<{ addr: string; close: () => Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const listener = net.createServer((socket) => {
+    sockets.add(socket);
+    let buffered = Buffer.alloc(0);
+    let helloDone = false;
+    socket.on("error", () => undefined);
+    socket.on("data", (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 16) {
+        const len = buffered.readUInt32LE(0);
+        if (buffered.length < 16 + len) return;
+        const reqId = buffered.readBigUInt64LE(8);
+        buffered = buffered.subarray(16 + len);
+        if (helloDone) {
+          onRequest(socket, reqId);
+          continue;
+        }
+        helloDone = true;
+        const name = utf8("fake");
+        const body = Buffer.alloc(28 + name.length);
+        body.writeUInt16LE(version, 0);
+        body.writeUInt16LE(name.length, 2);
+        body.writeUInt32LE(16 << 20, 4);
+        body.writeUInt32LE(1024, 8);
+        body.writeUInt32LE(16 << 20, 12);
+        body.writeUInt32LE(10_000, 16);
+        body.writeUInt32LE(4096, 20);
+        Buffer.from(name).copy(body, 28);
+        socket.write(frame(p.MsgType.HELLO | p.RESPONSE_BIT, reqId, body));
+      }
+    });
+  });
+  await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+  const port = (listener.address() as net.AddressInfo).port;
+  return {
+    addr: `127.0.0.1:${port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    },
+  };
+}
