@@ -24,7 +24,11 @@ Tools (each validates its arguments and answers ctxstore's typed errors as MCP t
 - ``fork``: a new context whose head is a given turn (O(1), nothing is copied);
 - ``find_turns``: turns of every context carrying an indexed label (``run_id``,
   ``thread_id``, ``idx.*``);
-- ``kv_get`` / ``kv_put``: a context's key-value entries (text or base64);
+- ``kv_get`` / ``kv_put``: a context's key-value entries (text or base64); a put may carry
+  vectors of a vector index (protocol version 6), which ``search`` finds;
+- ``search``: the entries of a context nearest a query vector (the agent embeds with the
+  model that embedded the entries; the server stores vectors, it embeds nothing), exactly
+  ``k`` whenever ``k`` pass the key prefix and the filter over the values;
 - ``branch_tree``: a context's turns as a text tree of its branches.
 
 Resources: ``ctxstore://context/{name}`` (the name percent-encoded), the context's
@@ -38,6 +42,7 @@ import base64
 import binascii
 import hmac
 import ipaddress
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -49,6 +54,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from pydantic import Field
 
 from . import PROTOCOL_VERSION
+from ._protocol import (
+    VECTOR_DIMS_MAX,
+    VECTOR_INDEX_NAME_BYTES_MAX,
+    VECTOR_K_MAX,
+    VECTORS_PER_ENTRY_MAX,
+)
 from ._wire import CONTEXT_NAME_BYTES_MAX as NAME_BYTES_MAX
 from ._wire import LABELS_PER_TURN_MAX as LABELS_MAX
 from ._wire import TURN_KEY_BYTES_MAX
@@ -136,6 +147,22 @@ def _turn_id(value: int, what: str) -> int:
     if value <= 0:
         raise ToolError(f"{what}: a TurnID is a positive integer, got {value}")
     return value
+
+
+def _index_name(name: str) -> None:
+    if not 1 <= len(name.encode("utf-8")) <= VECTOR_INDEX_NAME_BYTES_MAX:
+        raise ToolError(f"index: 1-{VECTOR_INDEX_NAME_BYTES_MAX} bytes")
+
+
+def _vectors(vectors: Sequence[Sequence[float]], count_max: int) -> None:
+    """Vectors a tool was given: at most ``count_max``, one dimension, finite numbers."""
+    if len(vectors) > count_max:
+        raise ToolError(f"vectors: at most {count_max}")
+    dims = {len(vector) for vector in vectors}
+    if len(dims) > 1 or any(not 1 <= d <= VECTOR_DIMS_MAX for d in dims):
+        raise ToolError(f"vectors: one dimension for all, 1-{VECTOR_DIMS_MAX}")
+    if not all(math.isfinite(x) for vector in vectors for x in vector):
+        raise ToolError("vectors: finite numbers only (no NaN, no infinity)")
 
 
 def _payload(text: str | None, data_base64: str | None, what: str) -> bytes:
@@ -547,19 +574,86 @@ def build_server(
         data_base64: str | None = None,
         if_absent: bool = False,
         create: bool = True,
+        index: Annotated[
+            str | None,
+            Field(
+                description="A vector index (protocol version 6): the entry is put with `vectors`"
+            ),
+        ] = None,
+        vectors: Annotated[
+            list[list[float]] | None,
+            Field(description="The entry's vectors (each of the index's dimension), with `index`"),
+        ] = None,
     ) -> dict[str, Any]:
         target = _context(context)
         raw_key = _kv_key(key)
         value = _payload(text, data_base64, "value")
+        if vectors is not None and index is None:
+            raise ToolError("vectors need the index they belong to: give `index`")
+        if index is not None:
+            _index_name(index)
+            _vectors(vectors or [], VECTORS_PER_ENTRY_MAX)
 
         async def put() -> dict[str, Any]:
             client = ctx()
             if create and isinstance(target, str):
                 await client.open_context(target, get_or_create=True)
-            await client.kv_put(target, {raw_key: value}, if_absent=if_absent)
+            if index is None:
+                await client.kv_put(target, {raw_key: value}, if_absent=if_absent)
+            else:
+                entries = {raw_key: (value, vectors or [])}
+                await client.kv_put_vectors(target, entries, index, if_absent=if_absent)
             return {"key": key, "stored": True, "value_len": len(value)}
 
         return await guarded(put)
+
+    @server.tool(
+        description="The key-value entries of a context nearest a query vector, best first "
+        "(protocol version 6). Embed the query with the model that embedded the entries: the "
+        "server stores vectors and embeds nothing. Exactly `k` hits whenever `k` entries pass "
+        "`prefix` (keys starting with it) and `filter` (a JSON object over the values, "
+        'LangGraph\'s: {"kind": "note", "score": {"$gte": 3}}; $eq $ne $gt $gte $lt '
+        "$lte). Each hit: key, score (higher is nearer: cosine similarity, inner product or "
+        "minus the L2 distance), and the value (text, or base64)."
+    )
+    async def search(
+        context: ContextArg,
+        index: Annotated[str, Field(description="The vector index (1-64 bytes)")],
+        vector: Annotated[list[float], Field(description="The query's embedding")],
+        k: Annotated[int, Field(description="Hits wanted, 1-1000")] = 10,
+        prefix: Annotated[str | None, Field(description="Only keys starting with it")] = None,
+        filter: Annotated[
+            dict[str, Any] | None, Field(description="Conditions on the values' fields")
+        ] = None,
+    ) -> dict[str, Any]:
+        target = _context(context)
+        _index_name(index)
+        _vectors([vector], 1)
+        if not 1 <= k <= VECTOR_K_MAX:
+            raise ToolError(f"k: 1-{VECTOR_K_MAX}")
+        raw_prefix = b"" if prefix is None else prefix.encode("utf-8")
+        if len(raw_prefix) > KV_KEY_BYTES_MAX:
+            raise ToolError(f"prefix: at most {KV_KEY_BYTES_MAX} bytes")
+
+        async def found() -> dict[str, Any]:
+            client = ctx()
+            hits = await client.vector_search(
+                target, index, vector, k, prefix=raw_prefix, filter=filter
+            )
+            values = [await client.get_blob(hit.value_hash) for hit in hits]
+            return {
+                "hits": [
+                    {
+                        "key": hit.key.decode("utf-8", errors="replace"),
+                        "score": hit.score,
+                        **_bytes_out(value),
+                    }
+                    for hit, value in zip(hits, values, strict=True)
+                ],
+                "candidates": hits.candidates,
+            }
+
+        return await guarded(found)
 
     @server.tool(
         description="A context's turns as a text tree of its branches (every branch it owns, "

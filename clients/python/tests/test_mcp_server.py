@@ -57,6 +57,7 @@ async def _tools_end_to_end(mcp: Client, server: ServerProcess) -> None:
         "find_turns",
         "kv_get",
         "kv_put",
+        "search",
         "branch_tree",
     }
     run = f"run-{uuid.uuid4().hex[:8]}"
@@ -115,6 +116,52 @@ async def _tools_end_to_end(mcp: Client, server: ServerProcess) -> None:
     assert (await _call(mcp, "kv_get", context=name, key="memo"))["text"] == "remember this"
     await _call(mcp, "kv_put", context=name, key="memo", text="other", if_absent=True)
     assert (await _call(mcp, "kv_get", context=name, key="memo"))["text"] == "remember this"
+    # Memories with vectors, found by meaning (protocol version 6): the agent embeds.
+    index = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with await ctxstore.AsyncClient.connect(server.addr) as direct:
+        await direct.vector_index_create(index, 2)
+    # JSON values go as base64: the MCP SDK parses a JSON-looking string argument itself.
+    for key, text, vector in [
+        ("m/east", '{"kind": "place"}', [1.0, 0.0]),
+        ("m/north", '{"kind": "place"}', [0.0, 1.0]),
+        ("m/note", '{"kind": "note"}', [0.9, 0.1]),
+    ]:
+        encoded = base64.b64encode(text.encode()).decode()
+        await _call(
+            mcp,
+            "kv_put",
+            context=name,
+            key=key,
+            data_base64=encoded,
+            index=index,
+            vectors=[vector],
+        )
+    found = await _call(mcp, "search", context=name, index=index, vector=[1.0, 0.05], k=2)
+    assert [hit["key"] for hit in found["hits"]] == ["m/east", "m/note"]
+    assert found["hits"][0]["text"] == '{"kind": "place"}'
+    assert found["hits"][0]["score"] > 0.99
+    places = await _call(
+        mcp,
+        "search",
+        context=name,
+        index=index,
+        vector=[1.0, 0.05],
+        k=5,
+        prefix="m/",
+        filter={"kind": "place"},
+    )
+    assert [hit["key"] for hit in places["hits"]] == ["m/east", "m/north"]
+    # JSON has no NaN: it arrives as null, which the tool's schema refuses.
+    assert "valid number" in await _error(
+        mcp, "search", context=name, index=index, vector=[float("nan"), 0.0]
+    )
+    assert "INVALID_ARGUMENT" in await _error(
+        mcp, "search", context=name, index=index, vector=[1.0, 0.0, 0.0]
+    )
+    assert "NOT_FOUND" in await _error(mcp, "search", context=name, index="absent", vector=[1.0])
+    assert "give `index`" in await _error(
+        mcp, "kv_put", context=name, key="x", text="x", vectors=[[1.0, 0.0]]
+    )
     missing = await _call(mcp, "kv_get", context=name, key="nothing")
     assert missing == {"key": "nothing", "found": False}
 
