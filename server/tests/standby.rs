@@ -1,6 +1,8 @@
 //! The standby through the binary (issue 31 item 6): `ctxstore-server --follow URL` restores
 //! an empty directory, serves every read from what the primary shipped (appends, forks, names,
-//! tags, key-value entries, deletes, chunked payloads, a collection's rounds), refuses writes
+//! tags, key-value entries, deletes, chunked payloads, a collection's rounds; vector searches
+//! answered as the primary answers them, before and after its restart and its promotion),
+//! refuses writes
 //! with NOT_PRIMARY (READ_ONLY to protocol versions 1–3) naming the primary, survives kill -9
 //! and resumes without restoring again; `ctxstore-server promote` seals the old primary's
 //! generation and fences the old primary (it reports `fenced`; only the promoted
@@ -20,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ctxstore_client::{
-    ClientConfig, ClientError, ErrorCode, ReplicationRole, ReplicationState, blocking,
+    ClientConfig, ClientError, ErrorCode, Metric, ReplicationRole, ReplicationState, VectorEntry,
+    VectorQuery, blocking,
 };
 use ctxstore_testsupport::{ServerLaunch, TestServer, verified};
 
@@ -186,6 +189,26 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
             false,
         )
         .unwrap();
+    // Vectors (decision 0033): the index record and the vectors blobs ship like the rest.
+    writer
+        .vector_index_create("memories", 2, Metric::Cosine, 0)
+        .unwrap();
+    let memories = [
+        ("mem/east", [1.0, 0.0]),
+        ("mem/north", [0.0, 1.0]),
+        ("mem/ne", [0.7, 0.7]),
+    ];
+    let entries = memories
+        .iter()
+        .map(|(key, vector)| VectorEntry {
+            key: Bytes::from_static(key.as_bytes()),
+            value: Bytes::from_static(b"{}"),
+            vectors: vec![vector.to_vec()],
+        })
+        .collect();
+    writer
+        .kv_put_vectors(fork, "memories", 2, entries, false, None)
+        .unwrap();
     let doomed = writer.create_context().unwrap().context_id;
     writer
         .append(doomed, None, 0, 0, payload(200, 5000))
@@ -207,6 +230,20 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
             .unwrap();
     }
     caught_up(&writer, &reader, &contexts, &keys, || standby.log());
+
+    // The standby answers searches as the primary does.
+    let nearest = |client: &blocking::Client| {
+        let query = VectorQuery::new("memories", vec![0.9, 0.2], 3);
+        let hits = client.vector_search(fork, query).unwrap();
+        hits.hits
+            .iter()
+            .map(|hit| (hit.key.clone(), hit.score.to_bits()))
+            .collect::<Vec<_>>()
+    };
+    let on_primary = nearest(&writer);
+    assert_eq!(on_primary.len(), 3);
+    assert_eq!(nearest(&reader), on_primary);
+    assert_eq!(reader.vector_indexes().unwrap()[0].vectors, 3);
 
     // The standby's figures: what it applied (the primary's shipped records, once both
     // settle), the primary it names.
@@ -281,6 +318,7 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
         "a restarted standby resumes: {}",
         standby.log()
     );
+    assert_eq!(nearest(&reader), on_primary, "after the standby's restart");
 
     // Promotion: the old primary is fenced, the standby takes writes.
     let output = Command::new(SERVER)
@@ -314,6 +352,17 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
             }
         }
     };
+    // The promoted standby searches and takes vectors at once.
+    assert_eq!(nearest(&reader), on_primary, "after the promotion");
+    let entry = VectorEntry {
+        key: Bytes::from_static(b"mem/promoted"),
+        value: Bytes::from_static(b"{}"),
+        vectors: vec![vec![0.9, 0.2]],
+    };
+    reader
+        .kv_put_vectors(fork, "memories", 2, vec![entry], false, None)
+        .unwrap();
+    assert_eq!(nearest(&reader)[0].0, Bytes::from_static(b"mem/promoted"));
     // The old primary stops shipping within an interval or so, and says so.
     let started = Instant::now();
     while !metrics(&primary_metrics).contains("ctxstore_replication_state{state=\"fenced\"} 1") {
