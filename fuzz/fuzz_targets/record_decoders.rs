@@ -1,6 +1,6 @@
 //! The bytes recovery and readers find on disk: every fixed-size record decoder of the engine
 //! (turns.log record, pack header, blob index entry, meta), the keyring, and the variable-length bodies of
-//! multi-slot records (context metadata, turn extras), and a chunked blob's manifest body
+//! multi-slot records (context metadata, turn extras), a vectors blob (decision 0033), and a chunked blob's manifest body
 //! (issue 16; it comes from a client's PUT_CHUNKED only as a list the server re-encodes, but a
 //! pack on disk may hold anything). A damaged or hostile file may hold
 //! anything; nothing may panic, and whatever decodes must re-encode to the very bytes it came
@@ -17,6 +17,7 @@ use ctxstore_engine::format::turn_extras::TurnExtras;
 use ctxstore_engine::format::meta::{META_BYTES, Meta};
 use ctxstore_engine::format::pack::{PACK_HEADER_BYTES, PackHeader};
 use ctxstore_engine::format::turn_log::{LOG_RECORD_BYTES, LogRecord};
+use ctxstore_engine::format::vectors as vectors_blob;
 use libfuzzer_sys::fuzz_target;
 
 /// The first `N` bytes of `data`, zero-padded.
@@ -30,7 +31,7 @@ fn record<const N: usize>(data: &[u8]) -> [u8; N] {
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the decoder, so the corpus explores each one.
     let Some((&which, data)) = data.split_first() else { return };
-    match which % 9 {
+    match which % 10 {
         0 => {
             let bytes: [u8; LOG_RECORD_BYTES] = record(data);
             // Version-1 turn records (store format 1) are read, never written: nothing to
@@ -97,6 +98,13 @@ fuzz_target!(|data: &[u8]| {
             // digest check; whatever passes must re-encode to the very bytes.
             if let Ok(keyring) = KeyringFile::decode(data) {
                 assert_eq!(keyring.encode(), data, "keyring encoding is not canonical");
+            }
+        }
+        8 => {
+            // A vectors blob (decision 0033): checked dimension, count, length, finite values.
+            if let Ok(vectors) = vectors_blob::decode(data) {
+                let rows: Vec<Vec<f32>> = vectors.rows().map(<[f32]>::to_vec).collect();
+                assert_eq!(vectors_blob::encode(vectors.dims, &rows), data, "vectors blob encoding is not canonical");
             }
         }
         _ => {

@@ -334,6 +334,15 @@ struct ServeArgs {
     /// Streams open at once in the store; each holds its bytes in memory until sealed.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     streams_open_max: u32,
+    /// Decoded vectors kept in memory for vector searches (decision 0033), e.g. `1GiB`: past
+    /// it the cache is emptied and refilled from the stored blobs (searches go on, slower).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
+    vector_cache_bytes_max: u64,
+    /// Vectors one vector search compares exactly: a search over more is refused with
+    /// TOO_LARGE naming this limit (narrow its key prefix). Bounds a search's time on a
+    /// network core.
+    #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    vector_scan_max: u64,
     /// Longest wait of one STREAM_READ (a long poll), in milliseconds (at most 60,000): the
     /// reader asks again from the same offset.
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u32).range(1..=60_000))]

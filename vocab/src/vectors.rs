@@ -51,7 +51,8 @@ impl Metric {
                     return 0.0;
                 }
                 let [dot, _, _] = sums(query, candidate, |a, b| [a * b, 0.0, 0.0]);
-                dot / (query_norm * norm)
+                // f32 rounding may take a vector's score against itself past 1.
+                (dot / (query_norm * norm)).clamp(-1.0, 1.0)
             }
             Metric::InnerProduct | Metric::L2 => self.score(query, candidate),
         }
@@ -69,7 +70,7 @@ impl Metric {
                 if query_norm == 0.0 || candidate_norm == 0.0 {
                     0.0
                 } else {
-                    dot / (query_norm.sqrt() * candidate_norm.sqrt())
+                    (dot / (query_norm.sqrt() * candidate_norm.sqrt())).clamp(-1.0, 1.0)
                 }
             }
             Metric::InnerProduct => sums(query, candidate, |a, b| [a * b, 0.0, 0.0])[0],

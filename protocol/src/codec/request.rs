@@ -21,7 +21,7 @@ use crate::frame::FrameHeader;
 use crate::message::*;
 
 /// A request: the family that owns it, then the message.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     Admin(AdminRequest),
     Contexts(ContextsRequest),

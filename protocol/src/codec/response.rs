@@ -19,7 +19,7 @@ use crate::frame::FrameHeader;
 use crate::message::*;
 
 /// An answer: the family of the request it answers, then the message; or ERROR.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
     Admin(AdminResponse),
     Contexts(ContextsResponse),

@@ -23,7 +23,7 @@ pub(crate) enum Kind {
     KvPutVectors,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VectorsRequest {
     VectorIndexCreate(VectorIndexCreate),
     VectorIndexDrop(VectorIndexDrop),
@@ -52,8 +52,9 @@ pub struct VectorIndexDrop {
 pub struct VectorIndexList {}
 
 /// The `k` entries of one context nearest `vector`, after `offset`, among those under
-/// `prefix` whose value passes `filter` (JSON; empty: none).
-#[derive(Clone, Debug, PartialEq)]
+/// `prefix` whose value passes `filter` (JSON; empty: none). Equal when equal on the wire
+/// (components compared bit for bit, so a NaN equals itself: `wire_eq`).
+#[derive(Clone, Debug)]
 pub struct VectorSearch {
     pub context: ContextRef,
     pub index: String,
@@ -68,7 +69,7 @@ pub struct VectorSearch {
 }
 
 /// KV_PUT_EX with each entry's vectors, all of `index`, each of `dims` components.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvPutVectors {
     pub context: ContextRef,
     /// `kv_put_flags`.
@@ -79,15 +80,16 @@ pub struct KvPutVectors {
     pub entries: Vec<VectorEntryWire>,
 }
 
-/// An entry of KV_PUT_VECTORS: its key, value and vectors (none: stored without any).
-#[derive(Clone, Debug, PartialEq)]
+/// An entry of KV_PUT_VECTORS: its key, value and vectors (none: stored without any). Equal
+/// when equal on the wire (`wire_eq`).
+#[derive(Clone, Debug)]
 pub struct VectorEntryWire {
     pub key: Bytes,
     pub value: Bytes,
     pub vectors: Vec<Vec<f32>>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VectorsResponse {
     VectorIndex(VectorIndexWire),
     VectorIndexDropped(VectorIndexWire),
@@ -112,7 +114,7 @@ pub struct VectorIndexes {
     pub indexes: Vec<VectorIndexWire>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VectorHits {
     /// `vector_search_method`.
     pub method: u8,
@@ -121,13 +123,62 @@ pub struct VectorHits {
     pub hits: Vec<VectorHitWire>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+/// A hit; equal when equal on the wire (the score bit for bit).
+#[derive(Clone, Debug)]
 pub struct VectorHitWire {
     pub key: Bytes,
     pub score: f32,
     pub value_hash: BlobHash,
     pub value_len: u32,
 }
+
+/// Components equal on the wire: bit for bit, so that equality is an equivalence (a NaN equals
+/// the same NaN) and a decoded message equals the one it was encoded from.
+fn wire_eq(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
+}
+
+impl PartialEq for VectorSearch {
+    fn eq(&self, other: &Self) -> bool {
+        self.context == other.context
+            && self.index == other.index
+            && wire_eq(&self.vector, &other.vector)
+            && self.k == other.k
+            && self.offset == other.offset
+            && self.search_flags == other.search_flags
+            && self.ef_search == other.ef_search
+            && self.prefix == other.prefix
+            && self.filter == other.filter
+    }
+}
+
+impl Eq for VectorSearch {}
+
+impl PartialEq for VectorEntryWire {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && self.value == other.value
+            && self.vectors.len() == other.vectors.len()
+            && self
+                .vectors
+                .iter()
+                .zip(&other.vectors)
+                .all(|(a, b)| wire_eq(a, b))
+    }
+}
+
+impl Eq for VectorEntryWire {}
+
+impl PartialEq for VectorHitWire {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && self.score.to_bits() == other.score.to_bits()
+            && self.value_hash == other.value_hash
+            && self.value_len == other.value_len
+    }
+}
+
+impl Eq for VectorHitWire {}
 
 /// KV_PUT_VECTORS' answer: an empty body.
 #[derive(Clone, Debug, PartialEq, Eq)]
