@@ -9,7 +9,8 @@
 //! The model: every call the engine answered `Ok` is acknowledged and must be there after
 //! the cut; the one call in flight at the cut (answered with an error) is either wholly there
 //! or not at all; a call answered with an error while the power was on left nothing. Checked:
-//! each live context's id, name, tags, key-value entries, head and newest turns (ids,
+//! each live context's id, name, tags, key-value entries (and the vector each was put with:
+//! an exact search under its key finds it, or nothing), head and newest turns (ids,
 //! parents, depths, keys, payload bytes by hash, patches and redactions), deleted contexts
 //! gone, every acknowledged backup verifiable, `verify` clean, and the store takes an
 //! append again, with a TurnID above every one it ever answered.
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use ctxstore_engine::simulated_disk::{CrashReport, SimulatedDisk};
+use ctxstore_engine::vectors::{Metric, VectorEntry, VectorSearch};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
     EngineError, NewContext, Placement, TurnId, TurnOptions,
@@ -82,6 +84,8 @@ struct ContextModel {
     name: String,
     tags: BTreeMap<String, String>,
     kv: BTreeMap<Vec<u8>, BlobHash>,
+    /// The entries put with a vector (index `pl`, decision 0033): a search finds each.
+    vectors: BTreeMap<Vec<u8>, Vec<u16>>,
     /// Root first.
     chain: Vec<TurnId>,
     floor_depth: u32,
@@ -139,6 +143,9 @@ enum Op {
         context: ContextId,
         key: Vec<u8>,
         value: Vec<u8>,
+        /// Put with this vector of index `pl` (created first, if need be); whole numbers, so
+        /// that the model compares exactly.
+        vector: Option<Vec<u16>>,
     },
     KvDelete {
         context: ContextId,
@@ -192,8 +199,9 @@ fn describe(op: &Op) -> String {
             context,
             key,
             value,
+            vector,
         } => format!(
-            "KvPut {{ context: {context:?}, key: {:?}, value: {} }}",
+            "KvPut {{ context: {context:?}, key: {:?}, value: {}, vector: {vector:?} }}",
             String::from_utf8_lossy(key),
             short(value)
         ),
@@ -403,6 +411,11 @@ impl Model {
                 context,
                 key: format!("key{}", rng.below(6)).into_bytes(),
                 value: rng.bytes_below(3000),
+                vector: (rng.below(2) == 0).then(|| {
+                    (0..VECTOR_DIMS)
+                        .map(|_| rng.below(1000) as u16 + 1)
+                        .collect()
+                }),
             },
             72..=74 => Op::KvDelete {
                 context,
@@ -446,6 +459,7 @@ impl Model {
                 name: String::new(),
                 tags: BTreeMap::new(),
                 kv: BTreeMap::new(),
+                vectors: BTreeMap::new(),
                 chain: Vec::new(),
                 floor_depth: 0,
                 expiring: false,
@@ -475,6 +489,7 @@ impl Model {
                 let context = self.contexts.get_mut(&id).unwrap();
                 context.tags.clear();
                 context.kv.clear();
+                context.vectors.clear();
                 context.floor_depth = 0;
             }
             Op::Clone { from, name } => {
@@ -548,6 +563,48 @@ impl Model {
     }
 }
 
+/// Dimensions of the workload's vectors (index `pl`).
+const VECTOR_DIMS: usize = 4;
+
+fn as_f32(vector: &[u16]) -> Vec<f32> {
+    vector.iter().map(|&x| f32::from(x)).collect()
+}
+
+/// A search under `key` finds it, nearest, when it was acknowledged with `vector`, and finds
+/// nothing when it was acknowledged without one (or absent).
+fn check_vector(
+    engine: &Engine,
+    id: ContextId,
+    key: &[u8],
+    vector: Option<&Vec<u16>>,
+) -> Result<(), String> {
+    let search = VectorSearch {
+        context: ctx_ref(id),
+        index: "pl".into(),
+        vector: vector.map_or_else(|| vec![1.0; VECTOR_DIMS], |v| as_f32(v)),
+        k: 1,
+        offset: 0,
+        prefix: key.to_vec(),
+        exact: true,
+        ef_search: 0,
+    };
+    let hits = match engine.vector_search(&search, None) {
+        Ok(found) => found.hits,
+        // No index: no vector was ever acknowledged.
+        Err(EngineError::VectorIndexNotFound(_)) if vector.is_none() => Vec::new(),
+        Err(error) => return Err(format!("search under {key:?} in {id:?}: {error}")),
+    };
+    let found: Vec<&[u8]> = hits.iter().map(|hit| hit.key.as_ref()).collect();
+    let expected: Vec<&[u8]> = vector.map(|_| key).into_iter().collect();
+    if found != expected || hits.iter().any(|hit| hit.score < 0.999) {
+        return Err(format!(
+            "context {id:?}: a search under {} finds {hits:?}, acknowledged vector {vector:?}",
+            String::from_utf8_lossy(key)
+        ));
+    }
+    Ok(())
+}
+
 fn block<T>(future: impl std::future::Future<Output = T>) -> T {
     pollster::block_on(future)
 }
@@ -606,12 +663,27 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
             context,
             key,
             value,
+            vector: None,
         } => {
             block(engine.kv_put(
                 &ctx_ref(*context),
                 vec![(key.clone(), Bytes::from(value.clone()))],
                 false,
             ))?;
+        }
+        Op::KvPut {
+            context,
+            key,
+            value,
+            vector: Some(vector),
+        } => {
+            block(engine.vector_index_create("pl", VECTOR_DIMS as u16, Metric::Cosine, 0))?;
+            let entry = VectorEntry {
+                key: key.clone(),
+                value: Bytes::from(value.clone()),
+                vectors: vec![as_f32(vector)],
+            };
+            block(engine.kv_put_vectors(&ctx_ref(*context), "pl", vec![entry], false, 0))?;
         }
         Op::KvDelete { context, key } => {
             block(engine.kv_delete(&ctx_ref(*context), vec![key.clone()]))?;
@@ -724,6 +796,7 @@ fn observe(engine: &Engine, model: &Model) -> Result<(), String> {
                     return Err(format!("value {hash} reads other bytes"));
                 }
             }
+            check_vector(engine, *id, &key, context.vectors.get(&key))?;
         }
         let visible: Vec<TurnId> = context
             .chain
@@ -915,18 +988,21 @@ fn apply_known(model: &mut Model, op: &Op) {
             context,
             key,
             value,
+            vector,
         } => {
             let hash = BlobHash::of(value);
             model.payloads.insert(hash, value.clone());
-            model
-                .contexts
-                .get_mut(context)
-                .unwrap()
-                .kv
-                .insert(key.clone(), hash);
+            let context = model.contexts.get_mut(context).unwrap();
+            context.kv.insert(key.clone(), hash);
+            match vector {
+                Some(vector) => context.vectors.insert(key.clone(), vector.clone()),
+                None => context.vectors.remove(key),
+            };
         }
         Op::KvDelete { context, key } => {
-            model.contexts.get_mut(context).unwrap().kv.remove(key);
+            let context = model.contexts.get_mut(context).unwrap();
+            context.kv.remove(key);
+            context.vectors.remove(key);
         }
         Op::Delete { context } => model.delete(*context),
         Op::Ttl { context, .. } => {
