@@ -59,6 +59,7 @@ export { CtxstoreStore, getTextAtPath, tokenizePath, type CtxstoreIndexConfig, t
 import { InvalidArgument, NotFound } from "./errors.js";
 import { blobHash, toHex } from "./payload.js";
 import type { ContextInfo, KvItem, TurnInfo, TurnSpec } from "./types.js";
+import { BlobCache } from "./blob_cache.js";
 
 const NAME_PREFIX = "lg:";
 const TAG_THREAD = "lg.thread";
@@ -239,37 +240,12 @@ async function loadsTyped(serde: SerializerProtocol, type: string, data: Uint8Ar
   return serde.loadsTyped(type, data);
 }
 
-/** A least-recently-used map bounded by the bytes of its values. */
-class BlobCache {
-  private readonly map = new Map<string, Uint8Array>();
-  private bytes = 0;
-
-  get(hex: string): Uint8Array | undefined {
-    const data = this.map.get(hex);
-    if (data !== undefined) {
-      this.map.delete(hex);
-      this.map.set(hex, data);
-    }
-    return data;
-  }
-
-  set(hex: string, data: Uint8Array): void {
-    if (data.length > BLOB_CACHE_BYTES / 8 || this.map.has(hex)) return;
-    this.map.set(hex, data);
-    this.bytes += data.length;
-    for (const [key, value] of this.map) {
-      if (this.bytes <= BLOB_CACHE_BYTES) break;
-      this.map.delete(key);
-      this.bytes -= value.length;
-    }
-  }
-}
 
 /** A LangGraph.js checkpoint saver storing threads in a ctxstore server. */
 export class CtxstoreSaver extends BaseCheckpointSaver {
   readonly client: Client;
   private readonly ownsClient: boolean;
-  private readonly blobs = new BlobCache();
+  private readonly blobs = new BlobCache(BLOB_CACHE_BYTES, BLOB_CACHE_BYTES / 8);
   private readonly opened = new Set<string>();
   /** (context name, checkpoint id) → [its turn, its channels]: the next put's parent. */
   private readonly parents = new Map<string, [number, Record<string, [string, string]>]>();

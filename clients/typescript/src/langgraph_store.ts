@@ -55,6 +55,7 @@ import { Client, type ClientOptions } from "./client.js";
 import { NotFound } from "./errors.js";
 import { blobHash, toHex } from "./payload.js";
 import type { KvItem, KvValue, VectorMetricName } from "./types.js";
+import { BlobCache } from "./blob_cache.js";
 
 const NAME_PREFIX = "lgs:";
 const TAG_STORE = "lg.store";
@@ -459,30 +460,6 @@ interface PlannedPut {
   vectors: Float32Array[];
 }
 
-class ValueCache {
-  private readonly map = new Map<string, Uint8Array>();
-  private bytes = 0;
-
-  get(hex: string): Uint8Array | undefined {
-    const data = this.map.get(hex);
-    if (data !== undefined) {
-      this.map.delete(hex);
-      this.map.set(hex, data);
-    }
-    return data;
-  }
-
-  set(hex: string, data: Uint8Array): void {
-    if (data.length > VALUE_CACHE_BYTES / 16 || this.map.has(hex)) return;
-    this.map.set(hex, data);
-    this.bytes += data.length;
-    for (const [key, value] of this.map) {
-      if (this.bytes <= VALUE_CACHE_BYTES) break;
-      this.map.delete(key);
-      this.bytes -= value.length;
-    }
-  }
-}
 
 function isGet(op: Operation): op is GetOperation {
   return "key" in op && "namespace" in op && !("value" in op);
@@ -515,7 +492,7 @@ export class CtxstoreStore extends BaseStore {
   private readonly indexName: string;
   private readonly ownsClient: boolean;
   private readonly index: (CtxstoreIndexConfig & { fields: string[]; tokenized: Array<[string, string[] | "$"]> }) | undefined;
-  private readonly values = new ValueCache();
+  private readonly values = new BlobCache(VALUE_CACHE_BYTES, VALUE_CACHE_BYTES / 16);
   private opened: Promise<void> | undefined;
   private indexed: Promise<void> | undefined;
 

@@ -20,27 +20,11 @@ import { afterAll, beforeAll, expect, test } from "vitest";
 import { Client, InvalidArgument, NotFound, NotSupported, Unconfirmed, type Durability } from "../src/index.js";
 import { blobHash } from "../src/payload.js";
 import * as p from "../src/protocol.js";
+import { frame, helloAnswer } from "./fake_frames.js";
 import { Server, serverBinary } from "./server.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
-function frame(msgType: number, reqId: bigint, body: Uint8Array): Buffer {
-  return Buffer.concat([p.encodeHeader({ len: body.length, msgType, flags: 0, reqId }), body]);
-}
-
-function helloAnswer(version: number): Buffer {
-  const name = utf8("fake");
-  const body = Buffer.alloc(28 + name.length);
-  body.writeUInt16LE(version, 0);
-  body.writeUInt16LE(name.length, 2);
-  body.writeUInt32LE(16 << 20, 4);
-  body.writeUInt32LE(1024, 8);
-  body.writeUInt32LE(16 << 20, 12);
-  body.writeUInt32LE(10_000, 16);
-  body.writeUInt32LE(4096, 20);
-  Buffer.from(name).copy(body, 28);
-  return frame(p.MsgType.HELLO | p.RESPONSE_BIT, 1n, body);
-}
 
 function errorFrame(reqId: bigint, code: number, detail: bigint): Buffer {
   const message = utf8("fake");

@@ -23,26 +23,13 @@ import {
 } from "../src/index.js";
 import { blobHash } from "../src/payload.js";
 import * as p from "../src/protocol.js";
+import { frame, helloAnswer as fakeHello } from "./fake_frames.js";
 import { Server } from "./server.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
 
-function frame(msgType: number, reqId: bigint, body: Uint8Array, flags = 0): Buffer {
-  return Buffer.concat([p.encodeHeader({ len: body.length, msgType, flags, reqId }), body]);
-}
-
 function helloAnswer(version = 2): Buffer {
-  const name = utf8("fake");
-  const body = Buffer.alloc(28 + name.length);
-  body.writeUInt16LE(version, 0);
-  body.writeUInt16LE(name.length, 2);
-  body.writeUInt32LE(16 << 20, 4);
-  body.writeUInt32LE(1024, 8);
-  body.writeUInt32LE(16 << 20, 12);
-  body.writeUInt32LE(10_000, 16);
-  body.writeUInt32LE(4096, 20);
-  Buffer.from(name).copy(body, 28);
-  return frame(p.MsgType.HELLO | p.RESPONSE_BIT, 1n, body);
+  return fakeHello(version);
 }
 
 /** A TURNS answer of one turn whose TURN names `hash` and whose PAYLOAD is `payload`. */

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { Client, InvalidArgument, NotFound, NotSupported, ProtocolError, TooLarge } from "../src/index.js";
 import * as p from "../src/protocol.js";
 import type { VectorMetricName } from "../src/types.js";
+import { frame, helloAnswer } from "./fake_frames.js";
 import { Server } from "./server.js";
 
 const utf8 = (text: string): Uint8Array => new TextEncoder().encode(text);
@@ -480,10 +481,6 @@ describe("the codec and the answer's promises", () => {
   });
 });
 
-function frame(msgType: number, reqId: bigint, body: Uint8Array): Buffer {
-  return Buffer.concat([p.encodeHeader({ len: body.length, msgType, flags: 0, reqId }), body]);
-}
-
 /** A scripted server of protocol `version`: HELLO answered, then `onRequest` for each frame. */
 async function scripted(version: number, onRequest: (socket: net.Socket, reqId: bigint) => void): Promise<{ addr: string; close: () => Promise<void> }> {
   const sockets = new Set<net.Socket>();
@@ -504,17 +501,7 @@ async function scripted(version: number, onRequest: (socket: net.Socket, reqId: 
           continue;
         }
         helloDone = true;
-        const name = utf8("fake");
-        const body = Buffer.alloc(28 + name.length);
-        body.writeUInt16LE(version, 0);
-        body.writeUInt16LE(name.length, 2);
-        body.writeUInt32LE(16 << 20, 4);
-        body.writeUInt32LE(1024, 8);
-        body.writeUInt32LE(16 << 20, 12);
-        body.writeUInt32LE(10_000, 16);
-        body.writeUInt32LE(4096, 20);
-        Buffer.from(name).copy(body, 28);
-        socket.write(frame(p.MsgType.HELLO | p.RESPONSE_BIT, reqId, body));
+        socket.write(helloAnswer(version, reqId));
       }
     });
   });
