@@ -299,7 +299,10 @@ def test_pipelining_from_one_thread(server: ServerProcess) -> None:
         turns = client._run_many(batch, None)
         assert all(t == a.turn for t in turns)
         conn = client._conn
-        assert conn is not None and conn.peak_in_flight >= 10
+        # More than one request of this thread was in flight at once: pipelined. (How many
+        # depends on how fast the server answers while the thread sends: 6 on a loaded CI
+        # machine, where this asked for 10.)
+        assert conn is not None and conn.peak_in_flight > 1, "one thread's batch was not pipelined"
 
 
 def test_client_in_flight_limit_follows_the_server(small_server: ServerProcess) -> None:
