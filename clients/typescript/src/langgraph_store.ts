@@ -56,6 +56,7 @@ import { NotFound } from "./errors.js";
 import { blobHash, toHex } from "./payload.js";
 import type { KvItem, KvValue, VectorMetricName } from "./types.js";
 import { BlobCache } from "./blob_cache.js";
+import { concat } from "./protocol.js";
 
 const NAME_PREFIX = "lgs:";
 const TAG_STORE = "lg.store";
@@ -112,16 +113,9 @@ export function vectorIndexNameOf(storeName: string): string {
   return `lgs#${toHex(blobHash(utf8.encode(storeName))).slice(0, INDEX_NAME_BYTES_MAX - 4)}`;
 }
 
+/** `parts` one after another (the protocol module's `concat`). */
 function concatBytes(...parts: Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const part of parts) total += part.length;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return concat(parts);
 }
 
 /** The labels of a namespace (or of a namespace prefix), each followed by a NUL. */
