@@ -258,9 +258,15 @@ pub struct Limits {
     /// Decoded vectors kept in memory for searches (decision 0033), in bytes: past it the
     /// cache is emptied and refilled from the blobs.
     pub vector_cache_bytes_max: u64,
-    /// Vectors one search may compare exactly (decision 0033 §3): a search over more is
-    /// refused with TOO_LARGE naming the limit, until the graph index serves it.
+    /// Vectors one exact search may compare (decision 0033 §3): an exact search over more
+    /// (asked for, or with the index's graph not ready) is refused with TOO_LARGE naming it.
     pub vector_scan_max: u64,
+    /// Candidates (entries under the search's prefix) up to which a search compares every
+    /// one exactly rather than walk the graph (decision 0033 §3).
+    pub vector_exact_max: u64,
+    /// Memory one index's graph may take (decision 0033 §4): a graph that would grow past it
+    /// is dropped, and its index's searches are exact until the next start.
+    pub vector_graph_bytes_max: u64,
 }
 
 impl Default for Limits {
@@ -278,6 +284,8 @@ impl Default for Limits {
             streams_open_max: 4096,
             vector_cache_bytes_max: 1024 * 1024 * 1024,
             vector_scan_max: 2_000_000,
+            vector_exact_max: 10_000,
+            vector_graph_bytes_max: 8 * 1024 * 1024 * 1024,
         }
     }
 }

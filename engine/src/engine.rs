@@ -18,6 +18,7 @@ pub mod retention;
 pub mod streams;
 pub mod tenants;
 pub mod turns;
+mod vector_walk;
 pub mod vectors;
 pub mod watch;
 
@@ -484,6 +485,7 @@ impl Inner {
             Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
         };
         stop_actors(&self.sequencer, &self.shards, threads);
+        self.published.vector_graphs.stop();
         match self.lock.lock() {
             Ok(mut lock) => drop(lock.take()),
             Err(poisoned) => drop(poisoned.into_inner().take()),
@@ -531,6 +533,7 @@ impl Drop for Inner {
             stop_actors(&sequencer, &shards, threads);
             drop((sequencer, shards, lock));
         });
+        self.published.vector_graphs.stop();
         let _ = stopper.join();
     }
 }

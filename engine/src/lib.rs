@@ -38,6 +38,7 @@
 //! | `sequencer/dead.rs` | `DeadTurns`: what garbage collection collected, a bitmap by TurnID | — | a dead turn stays dead |
 //! | `sequencer/overlays.rs` | `Overlays` (decision 0012): patches, redactions, purged blobs; a turn's view | do I/O | a redaction is last and holds in every view |
 //! | `sequencer/tenants.rs` | `Tenants` (decision 0032): tenant names ↔ TenantIds, as the tenant records (op 20) build it; published with the contexts | do I/O | ids dense from 1 in log order, never given twice; a name registered once |
+//! | `sequencer/vector_owners.rs` | `VectorOwners` (decision 0033 §4): which entries hold each vectors blob of each index, the graph's changes of the batch being built, the recent additions a graph may lack; graph labels from addresses | do I/O | agrees with its snapshot's entries (kept at the one choke point, `VectorIndexes::reindex`); an address's first owner adds it to the graph, its last removes it |
 //! | `sequencer/vector_indexes.rs` | `VectorIndexes` (decision 0033): each tenant's vector indexes as the index records (ops 23, 24) build them, and their live vectors; published with the contexts | do I/O | ids per tenant dense from 1 in log order, never given twice; an entry's vectors name a live index when written |
 //! | `sequencer/contexts.rs` | `Contexts`: each context's tenant, names, tags, key-value entries (with their TTLs and the expiry index), inheritance, the indexes, turn keys | do I/O | names unique; ≤ 32 tags; turn keys unique per context; every entry with an expiry is in the expiry index, and only those |
 //! | `sequencer/streams.rs` | `Streams` (issue 32): open streams (a turn in the making: its open's options, its bytes) and the ended ones kept; `StreamsView`, the snapshot readers read and wait on (a wake slot per stream id modulo 1,024: a batch wakes the readers of the streams it wrote) | do I/O | a delta continues its stream exactly at its length; an ended stream never reopens; one whose records a compaction dropped is unknown, before a restart as after |
@@ -48,6 +49,7 @@
 //! | `sequencer/view.rs` | what readers see of the sequencer: `TurnsView` and its caches, `HeadTable`, `ContextsView` | be written by anyone but the sequencer | published after fdatasync (release/acquire) |
 //! | `blob/codec.rs` | compression policy, a client's zstd frame checked and kept (`encode_compressed`, decision 0029), a tenant's record at its address (`Owner`), decode and the BLAKE3 check against the address its header's tenant gives | — | runs on the caller's thread |
 //! | `blob/view.rs` | what readers see of a shard: `ShardView`, its index and pack read handles | write packs | an index entry exists only for a durable record |
+//! | `vector_graph.rs` | `VectorGraphs` (decision 0033 §4): each index's HNSW graph (usearch) as searches see it, the writer's watermark (`applied_seq`), the sequencer's feed to it | decide what a search answers (owners and the snapshot do) | one writer; searches share it, its growth alone takes the lock exclusively |
 //! | `published.rs` | `Published`: the aggregate of the views and the status | own anything itself | — |
 //! | `pipeline.rs` | the append route, drawn in its doc; every message and reply between caller, shards and sequencer | hold state | a turn naming a pending blob is answered only after its `BlobsDurable` notice |
 //! | `group_commit.rs` | the one loop every actor runs, and the `GroupCommit` trait | know any record format | one fdatasync per batch; answers after commit |
@@ -58,6 +60,7 @@
 //! | `blob/shard.rs`, `blob/shard/ingest.rs` | the shard actor: dedup, pack batches, handing appends on, rotation, GC's steps; a standby's pack bytes checked and written (`ingest.rs`) | import `sequencer/` | a put's blobs share one batch; an index entry only for a synced record |
 //! | `threads.rs` | engine threads: a compio runtime per `ThreadPlacement`, its actors | — | an actor that panics aborts the process |
 //! | `chunks.rs` | chunked blobs (decision 0013): manifests read and resolved, `read_payload`, what GC keeps | write files | a manifest is trusted only once checked against its chunks |
+//! | `vector_graph/writer.rs` | the graph writer thread: builds the graphs from the recovered owners at open, applies each fed batch in order | write files | `applied_seq` = the last batch every graph holds |
 //! | `read.rs` | every read: the tip, the walk, depth windows, page assembly, payloads | ask actors | every walked link checked |
 //! | `vector_search.rs` | the exact vector search's parts (decision 0033 §3): `VectorCache` (decoded vectors blobs by address, bounded by bytes), an entry's best score, the ranking | read or write files | ranks are total: best first, equal scores in key order |
 //! | `log_compaction.rs` | the round's last step: `turns.base` written, renamed in, published, the log punched | decide what goes (`gc/plan_log.rs`) | the base is durable and checked before any slot leaves the log |
@@ -76,6 +79,7 @@
 //! | `engine/tenants.rs` | tenants, the caller's side: `register_tenant` (a name's TenantId, the sequencer's record), `tenant_by_name`, `tenants` | ask the sequencer for a read | — |
 //! | `engine/turns.rs` | turns for agent frameworks, reads only: extras, keys, the turn log, the window | ask the sequencer | — |
 //! | `engine/vectors.rs` | vector search, the caller's side (decision 0033): index create, drop, list (the sequencer's records); `kv_put_vectors` (a vectors blob beside each value); `vector_search` over one snapshot | ask the sequencer for a read | a search answers only what a read of its snapshot would |
+//! | `engine/vector_walk.rs` | a search's plan (the graph past `vector_exact_max` candidates) and its filtered walk: labels → owners → the snapshot's live entries, scored exactly; the additions the graph lacks scanned | trust the graph for liveness | answers exactly k when k + offset pass (widens, then falls back to exact) |
 //! | `engine/open.rs` | `Engine::open`: recover → publish → start actors → start background work | — | a failed step stops what the steps before it started |
 //! | `engine.rs` | `Engine`: the handle and its scope (`scoped`, decision 0032), reads, stats, shutdown | write files (actors do) | an append is answered only after its blobs and turn records are durable |
 //! | `verify.rs` | the offline checker: checksums, every blob's hash, the DAG, skip pointers | write | — |
@@ -113,6 +117,7 @@ mod status;
 pub mod store_dir;
 mod tail;
 mod threads;
+mod vector_graph;
 mod vector_search;
 pub mod verify;
 

@@ -33,6 +33,8 @@ pub(crate) struct Published {
     /// The store's keys (decision 0032 §4): what seals a tenant's payloads and stream deltas,
     /// and its blob addresses. The shards' views hold the same.
     pub keys: std::sync::Arc<crate::keys::StoreKeys>,
+    /// Each vector index's graph (decision 0033 §4), written by the graph writer only.
+    pub vector_graphs: crate::vector_graph::VectorGraphs,
 }
 
 impl Published {

@@ -99,12 +99,13 @@ impl Engine {
             log,
             ..
         } = recovered;
-        let actors = start_actors(&config, &published, log, cursors)?;
+        let actors = start_graphs_and_actors(&config, &published, log, cursors)?;
         let background =
             match start_background(&config, &store, &published, &actors, open_packs, reserve) {
                 Ok(background) => background,
                 Err(error) => {
                     stop_actors(&actors.sequencer, &actors.shards, actors.threads);
+                    published.vector_graphs.stop();
                     return Err(error);
                 }
             };
@@ -244,6 +245,10 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
         .store(log.logical_bytes, Ordering::Relaxed);
     counters.dedup_hits.store(log.dedup_hits, Ordering::Relaxed);
     let views = std::mem::take(&mut recovered.views);
+    // From the first published snapshot on, every change to an index's vectors is handed to
+    // its graph (a failed batch restores this snapshot, and keeps feeding).
+    recovered.log.contexts.vector_indexes.owners.start_feeding();
+    let log = &recovered.log;
     Ok(Arc::new(Published {
         turns: TurnsView::new(
             turns_file,
@@ -262,7 +267,25 @@ fn publish(recovered: &mut Recovered) -> Result<Arc<Published>, OpenError> {
         sequencer_metrics: ActorMetrics::default(),
         quotas: crate::quota::QuotaTable::default(),
         keys: recovered.keys.clone(),
+        vector_graphs: crate::vector_graph::VectorGraphs::default(),
     }))
+}
+
+/// The vector graphs' writer (building from the recovered snapshot; the sequencer's batches
+/// follow), then the actors.
+fn start_graphs_and_actors(
+    config: &EngineConfig,
+    published: &Arc<Published>,
+    log: RecoveredLog,
+    cursors: Vec<ShardCursor>,
+) -> Result<Actors, OpenError> {
+    crate::vector_graph::writer::start(
+        published,
+        log.contexts.vector_indexes.clone(),
+        config.limits.vector_graph_bytes_max,
+    )
+    .map_err(OpenError::Thread)?;
+    start_actors(config, published, log, cursors).inspect_err(|_| published.vector_graphs.stop())
 }
 
 /// Start the actors: one bounded inbox each (backpressure on callers), the shards' notices

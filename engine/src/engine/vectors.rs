@@ -24,9 +24,18 @@ use crate::format::vectors as vectors_blob;
 use crate::ids::{BlobHash, TenantId};
 use crate::model::ContextRef;
 use crate::pipeline::{SequencerRequest, VectorIndexChange};
+use crate::sequencer::contexts::{ContextInfo, Contexts};
 pub use crate::sequencer::vector_indexes::VectorIndexInfo;
 use crate::store_dir::now_unix_ms;
 use crate::vector_search::{CachedVectors, Ranked, Scored, best_score};
+
+/// What a search reads: one published snapshot, its context and its index.
+pub(crate) struct Searched<'a> {
+    pub snapshot: &'a Contexts,
+    pub context_id: crate::ids::ContextId,
+    pub info: &'a ContextInfo,
+    pub index: &'a VectorIndexInfo,
+}
 
 /// A search's filter over an entry's value bytes: asked in rank order.
 pub type ValueFilter<'a> = &'a mut dyn FnMut(&[u8]) -> bool;
@@ -61,6 +70,18 @@ pub struct VectorHit {
     pub score: f32,
     pub value_hash: BlobHash,
     pub value_len: u32,
+}
+
+/// An index's graph (decision 0033 §4), as the engine holds it now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VectorGraphInfo {
+    /// Built and kept: searches with many candidates walk it.
+    pub ready: bool,
+    /// Vectors in it.
+    pub vectors: u64,
+    pub memory_bytes: u64,
+    /// Addresses added by batches the graph's writer has not applied yet (searched exactly).
+    pub pending: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +138,34 @@ impl Engine {
     pub fn vector_indexes(&self) -> Vec<VectorIndexInfo> {
         let snapshot = self.inner.published.contexts.load();
         snapshot.vector_indexes.of_tenant(self.scope().tenant_id())
+    }
+
+    /// The graph of this handle's tenant's index `name` (`None`: no such index, or no graph:
+    /// its searches are exact).
+    pub fn vector_graph_info(&self, name: &str) -> Option<VectorGraphInfo> {
+        let snapshot = self.inner.published.contexts.load();
+        let tenant_id = self.scope().tenant_id();
+        let index = snapshot.vector_indexes.by_name(tenant_id, name)?;
+        let graphs = &self.inner.published.vector_graphs;
+        let applied_seq = graphs.applied_seq();
+        let graph = graphs.get(tenant_id, index.index_id)?;
+        let pending = snapshot
+            .vector_indexes
+            .owners
+            .recent()
+            .iter()
+            .filter(|recent| {
+                recent.seq > applied_seq
+                    && recent.tenant_id == tenant_id
+                    && recent.index_id == index.index_id
+            })
+            .count();
+        Some(VectorGraphInfo {
+            ready: graph.is_ready(),
+            vectors: graph.vectors() as u64,
+            memory_bytes: graph.memory_bytes() as u64,
+            pending: pending as u64,
+        })
     }
 
     async fn change_vector_index(
@@ -181,54 +230,17 @@ impl Engine {
 
     /// The `k` entries of the search's context nearest its vector, best first, after
     /// `offset`, among those whose key starts with its prefix and whose value `passes` (the
-    /// caller's filter, asked in rank order until `k + offset` pass). Exact: every live
-    /// entry of the snapshot under the prefix with vectors of the index is compared.
+    /// caller's filter). Exactly `k` whenever `k + offset` pass. The plan (decision 0033 §3):
+    /// few candidates (at most `vector_exact_max` under the prefix), an exact search asked
+    /// for, or an index whose graph is not ready: every candidate compared exactly, the filter
+    /// asked in rank order; otherwise the graph's filtered walk (`vector_walk.rs`), which falls
+    /// back to the exact comparison when it cannot find `k + offset`.
     pub fn vector_search(
         &self,
         search: &VectorSearch,
         passes: Option<ValueFilter<'_>>,
     ) -> Result<VectorHits, EngineError> {
         check_search(search)?;
-        let (candidates, scored) = self.score_candidates(search)?;
-        let wanted = (search.k + search.offset) as usize;
-        let mut passed = Vec::with_capacity(wanted.min(scored.len()));
-        let mut passes = passes;
-        for candidate in Ranked::new(scored, wanted) {
-            if passed.len() == wanted {
-                break;
-            }
-            if let Some(passes) = passes.as_mut() {
-                // A value gone meanwhile (purged) passes no filter.
-                let Ok(value) = self.read_address(candidate.value_address) else {
-                    continue;
-                };
-                if !passes(&value) {
-                    continue;
-                }
-            }
-            passed.push(candidate);
-        }
-        let hits = passed
-            .into_iter()
-            .skip(search.offset as usize)
-            .map(|candidate| VectorHit {
-                key: candidate.key,
-                score: candidate.score,
-                value_hash: self.hash_of(candidate.value_address),
-                value_len: candidate.value_len,
-            })
-            .collect();
-        Ok(VectorHits {
-            exact: true,
-            candidates,
-            hits,
-        })
-    }
-
-    /// Every live entry of the search's context under its prefix with vectors of its index,
-    /// scored (not yet ranked: `Ranked` sorts as far as the search takes them); and how many
-    /// vectors were compared.
-    fn score_candidates(&self, search: &VectorSearch) -> Result<(u64, Vec<Scored>), EngineError> {
         let snapshot = self.inner.published.contexts.load();
         let context_id = self.resolve(&search.context)?;
         let info = snapshot.get(context_id).cloned().unwrap_or_default();
@@ -247,12 +259,94 @@ impl Engine {
                 index.dims
             )));
         }
+        let mut passes = passes;
+        let searched = Searched {
+            snapshot: &snapshot,
+            context_id,
+            info: &info,
+            index: &index,
+        };
+        if !search.exact
+            && let Some(graph) = self.graph_for(&searched, search)
+            && let Some(hits) = self.walk(&searched, &graph, search, &mut passes)?
+        {
+            return Ok(hits);
+        }
+        self.exact_search(&searched, search, passes)
+    }
+
+    /// Every candidate compared exactly, then taken in rank order through the filter.
+    fn exact_search(
+        &self,
+        searched: &Searched<'_>,
+        search: &VectorSearch,
+        passes: Option<ValueFilter<'_>>,
+    ) -> Result<VectorHits, EngineError> {
+        let (candidates, scored) = self.score_candidates(searched, search)?;
+        let wanted = (search.k + search.offset) as usize;
+        let mut passed = Vec::with_capacity(wanted.min(scored.len()));
+        let mut passes = passes;
+        for candidate in Ranked::new(scored, wanted) {
+            if passed.len() == wanted {
+                break;
+            }
+            if let Some(passes) = passes.as_mut()
+                && !self.value_passes(candidate.value_address, passes)
+            {
+                continue;
+            }
+            passed.push(candidate);
+        }
+        Ok(self.hits(search, true, candidates, passed))
+    }
+
+    /// The answer: the ranked candidates after `offset`.
+    pub(crate) fn hits(
+        &self,
+        search: &VectorSearch,
+        exact: bool,
+        candidates: u64,
+        ranked: Vec<Scored>,
+    ) -> VectorHits {
+        let hits = ranked
+            .into_iter()
+            .skip(search.offset as usize)
+            .map(|candidate| VectorHit {
+                key: candidate.key,
+                score: candidate.score,
+                value_hash: self.hash_of(candidate.value_address),
+                value_len: candidate.value_len,
+            })
+            .collect();
+        VectorHits {
+            exact,
+            candidates,
+            hits,
+        }
+    }
+
+    /// Whether the value at `address` passes the caller's filter (a value gone meanwhile,
+    /// purged, passes none).
+    pub(crate) fn value_passes(&self, address: BlobHash, passes: ValueFilter<'_>) -> bool {
+        self.read_address(address).is_ok_and(|value| passes(&value))
+    }
+
+    /// Every live entry of the search's context under its prefix with vectors of its index,
+    /// scored (not yet ranked: `Ranked` sorts as far as the search takes them); and how many
+    /// vectors were compared.
+    fn score_candidates(
+        &self,
+        searched: &Searched<'_>,
+        search: &VectorSearch,
+    ) -> Result<(u64, Vec<Scored>), EngineError> {
+        let index = searched.index;
         let now = now_unix_ms();
         let query_norm = ctxstore_vocab::vectors::norm(&search.vector);
         let scan_max = self.inner.config.limits.vector_scan_max;
         let mut candidates = 0u64;
         let mut scored = Vec::new();
-        let entries = info
+        let entries = searched
+            .info
             .kv
             .range(Bytes::copy_from_slice(&search.prefix)..)
             .take_while(|(key, _)| key.starts_with(&search.prefix))
@@ -299,7 +393,7 @@ impl Engine {
     }
 
     /// A vectors blob decoded, from the cache or read (and then cached).
-    fn vectors_at(&self, address: BlobHash) -> Result<Arc<CachedVectors>, EngineError> {
+    pub(crate) fn vectors_at(&self, address: BlobHash) -> Result<Arc<CachedVectors>, EngineError> {
         if let Some(vectors) = self.inner.vector_cache.get(&address) {
             return Ok(vectors);
         }

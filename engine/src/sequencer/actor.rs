@@ -454,8 +454,14 @@ impl SequencerActor {
             published.heads.set_head(context_id, head.head_turn_id);
         }
         published.heads.publish_contexts(self.heads.count());
+        // The batch's changes to the vector graphs leave with it (a failed batch's never do).
+        let owners = &mut self.contexts.vector_indexes.owners;
+        let (graph_seq, graph_changes) = owners.take_changes(published.vector_graphs.applied_seq());
         // Last: a reader that finds a name or a tag finds its context's head.
         published.contexts.publish(self.contexts.clone());
+        if graph_seq > 0 {
+            published.vector_graphs.feed(graph_seq, graph_changes);
+        }
         if batch.dead_changed {
             published.turns.publish_dead(self.gc.dead.clone());
         }

@@ -706,12 +706,13 @@ impl Contexts {
         let Some(tenant_id) = self.get(context_id).map(|info| info.tenant_id) else {
             unreachable!("a key-value change names an existing context");
         };
-        if let Some(vectors) = old.and_then(|old| old.vectors.as_ref()) {
-            self.vector_indexes.count(tenant_id, vectors, false);
-        }
-        if let Some(vectors) = new.and_then(|new| new.vectors.as_ref()) {
-            self.vector_indexes.count(tenant_id, vectors, true);
-        }
+        self.vector_indexes.reindex(
+            tenant_id,
+            context_id,
+            key,
+            old.and_then(|old| old.vectors.as_ref()),
+            new.and_then(|new| new.vectors.as_ref()),
+        );
         if let Some(old) = old.filter(|old| old.expires_at_unix_ms > 0) {
             let removed =
                 self.kv_expiries

@@ -23,5 +23,6 @@ pub(crate) mod scan;
 pub(crate) mod streams;
 pub(crate) mod tenants;
 pub(crate) mod vector_indexes;
+pub(crate) mod vector_owners;
 pub(crate) mod view;
 pub(crate) mod watch;

@@ -13,9 +13,12 @@ use std::sync::Arc;
 
 use ctxstore_vocab::vectors::{Metric, VECTOR_INDEXES_PER_TENANT_MAX};
 
+use bytes::Bytes;
+
 use crate::error::EngineError;
 use crate::format::context_meta::{KvEntry, KvVectors, VectorIndexRecord};
-use crate::ids::TenantId;
+use crate::ids::{ContextId, TenantId};
+use crate::sequencer::vector_owners::{VectorOwner, VectorOwners};
 
 /// A live vector index, as a listing answers it.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -37,6 +40,9 @@ pub struct VectorIndexes {
     by_name: imbl::HashMap<TenantId, imbl::OrdMap<Arc<str>, u32>>,
     /// Each tenant's newest index id, dropped ones included.
     last_id: imbl::HashMap<TenantId, u32>,
+    /// Which entries hold each vectors blob of each live index, and what its graph must
+    /// change (`vector_owners.rs`).
+    pub owners: VectorOwners,
 }
 
 impl VectorIndexes {
@@ -47,6 +53,11 @@ impl VectorIndexes {
     pub fn by_name(&self, tenant_id: TenantId, name: &str) -> Option<&VectorIndexInfo> {
         let index_id = self.by_name.get(&tenant_id)?.get(name)?;
         self.get(tenant_id, *index_id)
+    }
+
+    /// Every live index of every tenant.
+    pub fn all(&self) -> impl Iterator<Item = &VectorIndexInfo> {
+        self.live.values()
     }
 
     /// `tenant_id`'s live indexes, in name order.
@@ -110,6 +121,12 @@ impl VectorIndexes {
         let names = self.by_name.entry(record.tenant_id).or_default();
         names.insert(name, record.index_id);
         self.last_id.insert(record.tenant_id, record.index_id);
+        self.owners.create_index(
+            record.tenant_id,
+            record.index_id,
+            record.dims,
+            record.metric,
+        );
         info
     }
 
@@ -137,6 +154,7 @@ impl VectorIndexes {
         if names.is_empty() {
             self.by_name.remove(&tenant_id);
         }
+        self.owners.drop_index(tenant_id, index_id);
         info
     }
 
@@ -170,17 +188,44 @@ impl VectorIndexes {
         Ok(())
     }
 
-    /// Counts an entry's vectors in (`added`) or out of their index; vectors of a dropped
-    /// index count nowhere.
-    pub fn count(&mut self, tenant_id: TenantId, vectors: &KvVectors, added: bool) {
-        if let Some(info) = self.live.get_mut(&(tenant_id, vectors.index_id)) {
+    /// The choke point of an entry's vectors: its value changed from `old` to `new` (either
+    /// may have none). Counts them out of and into their indexes and moves the entry among
+    /// the blobs' owners; vectors of a dropped index count nowhere. A refresh that keeps the
+    /// same blob in the same index changes nothing.
+    pub fn reindex(
+        &mut self,
+        tenant_id: TenantId,
+        context_id: ContextId,
+        key: &Bytes,
+        old: Option<&KvVectors>,
+        new: Option<&KvVectors>,
+    ) {
+        let same = |a: &KvVectors, b: &KvVectors| a.index_id == b.index_id && a.hash == b.hash;
+        if let (Some(old), Some(new)) = (old, new)
+            && same(old, new)
+        {
+            return;
+        }
+        let owner = |vectors: &KvVectors| VectorOwner {
+            address: vectors.hash,
+            context_id,
+            key: key.clone(),
+        };
+        if let Some(vectors) = old
+            && let Some(info) = self.live.get_mut(&(tenant_id, vectors.index_id))
+        {
             let count = u64::from(vectors.count);
-            if added {
-                info.vectors += count;
-            } else {
-                assert!(info.vectors >= count, "an index counts the vectors it lost");
-                info.vectors -= count;
-            }
+            assert!(info.vectors >= count, "an index counts the vectors it lost");
+            info.vectors -= count;
+            self.owners
+                .remove(tenant_id, vectors.index_id, &owner(vectors), vectors.count);
+        }
+        if let Some(vectors) = new
+            && let Some(info) = self.live.get_mut(&(tenant_id, vectors.index_id))
+        {
+            info.vectors += u64::from(vectors.count);
+            self.owners
+                .add(tenant_id, vectors.index_id, owner(vectors), vectors.count);
         }
     }
 }
@@ -231,13 +276,15 @@ mod tests {
             index_id: 1,
             count: 2,
         };
+        let key = Bytes::from_static(b"k");
         // The dropped index's vectors count nowhere.
-        indexes.count(TenantId(0), &old, true);
+        indexes.reindex(TenantId(0), ContextId(1), &key, None, Some(&old));
         assert_eq!(
             indexes.by_name(TenantId(0), "a").map(|i| i.vectors),
             Some(0)
         );
-        indexes.count(TenantId(0), &KvVectors { index_id: 2, ..old }, true);
+        let new = KvVectors { index_id: 2, ..old };
+        indexes.reindex(TenantId(0), ContextId(1), &key, None, Some(&new));
         assert_eq!(
             indexes.by_name(TenantId(0), "a").map(|i| i.vectors),
             Some(2)

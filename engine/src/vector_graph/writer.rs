@@ -1,0 +1,379 @@
+//! The graph writer (decision 0033 §4): the one thread that adds to the graphs and removes
+//! from them. At the open it builds each live index's graph from the recovered snapshot's
+//! owners (searches are exact until it is ready), then applies each batch the sequencer
+//! feeds it, in order, and publishes how far it got (`applied_seq`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ctxstore_vocab::vectors::Metric;
+
+use super::{Feed, GRAPH_THREADS, Graph, GraphKey};
+use crate::ids::BlobHash;
+use crate::published::Published;
+use crate::sequencer::vector_indexes::VectorIndexes;
+use crate::sequencer::vector_owners::{GraphChange, base_of, label_of};
+
+/// Free slots kept beyond an insert's own: inserters side by side (at most 64, each adding at
+/// most 64 rows) each check for room under the shared lock before they add.
+const GROWTH_SLACK: usize = 64 * 64;
+
+/// Starts the writer: it builds each live index's graph from `indexes` (the recovered
+/// snapshot's, which the first fed batch follows), then applies the batches fed to it.
+pub(crate) fn start(
+    published: &Arc<Published>,
+    indexes: VectorIndexes,
+    graph_bytes_max: u64,
+) -> Result<(), String> {
+    let graphs = &published.vector_graphs;
+    let taken = graphs.inbox.lock().map(|mut inbox| inbox.take());
+    let Ok(Some(inbox)) = taken else {
+        return Err("the graph writer was started already".into());
+    };
+    let mut writer = GraphWriter {
+        published: published.clone(),
+        graphs: imbl::HashMap::new(),
+        held: HashMap::new(),
+        set_aside: HashMap::new(),
+        graph_bytes_max,
+    };
+    // Each live index has its graph (not ready) from the open on.
+    for info in indexes.all() {
+        writer.create(
+            (info.tenant_id, info.index_id),
+            info.dims,
+            info.metric,
+            false,
+        );
+    }
+    let handle = std::thread::Builder::new()
+        .name("ctxstore-vector-graph".into())
+        .spawn(move || {
+            writer.build(&indexes);
+            while let Ok(Feed::Batch(seq, changes)) = inbox.recv() {
+                for change in changes {
+                    writer.apply(change);
+                }
+                writer
+                    .published
+                    .vector_graphs
+                    .applied_seq
+                    .store(seq, Ordering::Release);
+            }
+        })
+        .map_err(|error| format!("starting the graph writer: {error}"))?;
+    if let Ok(mut writer) = graphs.writer.lock() {
+        *writer = Some(handle);
+    }
+    Ok(())
+}
+
+/// The one writer of the graphs.
+struct GraphWriter {
+    /// Read for the vectors blobs; the writer's thread is joined at shutdown.
+    published: Arc<Published>,
+    graphs: imbl::HashMap<GraphKey, Arc<Graph>>,
+    /// Per graph: the address holding each base in it, and its rows.
+    held: HashMap<GraphKey, HashMap<u64, (BlobHash, u8)>>,
+    /// Per graph: the addresses set aside.
+    set_aside: HashMap<GraphKey, Vec<BlobHash>>,
+    graph_bytes_max: u64,
+}
+
+impl GraphWriter {
+    /// Every live index's graph from the owners of the recovered snapshot: searches stay
+    /// exact until it is ready.
+    fn build(&mut self, indexes: &VectorIndexes) {
+        let started = std::time::Instant::now();
+        let mut added = 0u64;
+        for (key, owners) in indexes.owners.indexes() {
+            // Each distinct address once; the first of a base goes in, the others aside.
+            let mut addresses: Vec<BlobHash> = Vec::new();
+            for list in owners.values() {
+                for owner in list {
+                    if !addresses.contains(&owner.address) {
+                        addresses.push(owner.address);
+                    }
+                }
+            }
+            let (inserted, aside) = self.insert_all(*key, &addresses);
+            if self.stopping() {
+                return;
+            }
+            added += inserted.len() as u64;
+            let held = self.held.entry(*key).or_default();
+            for (address, rows) in inserted {
+                held.insert(base_of(&address), (address, rows));
+            }
+            for address in aside {
+                self.add(*key, address);
+            }
+        }
+        for graph in self.graphs.values() {
+            graph.ready.store(true, Ordering::Release);
+        }
+        if !self.graphs.is_empty() {
+            tracing::info!(
+                graphs = self.graphs.len(),
+                addresses = added,
+                build_ms = started.elapsed().as_millis() as u64,
+                "vector graphs built; searches use them from now on"
+            );
+        }
+    }
+
+    /// Inserts the first address of each base of `addresses` into `key`'s graph, on every
+    /// CPU (usearch's inserts run side by side); answers them with their rows, and the
+    /// addresses left for `add` (another address held their base). A failure drops the graph.
+    fn insert_all(
+        &mut self,
+        key: GraphKey,
+        addresses: &[BlobHash],
+    ) -> (Vec<(BlobHash, u8)>, Vec<BlobHash>) {
+        let Some(graph) = self.graphs.get(&key).cloned() else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut bases = std::collections::HashSet::new();
+        let (first, aside): (Vec<BlobHash>, Vec<BlobHash>) = addresses
+            .iter()
+            .partition(|address| bases.insert(base_of(address)));
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = first.len().div_ceil(threads).max(1);
+        let this = &*self;
+        let results: Vec<Result<Vec<(BlobHash, u8)>, String>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = first
+                .chunks(chunk)
+                .map(|part| {
+                    let graph = &graph;
+                    scope.spawn(move || {
+                        let mut done = Vec::with_capacity(part.len());
+                        for address in part {
+                            if this.stopping() {
+                                break;
+                            }
+                            let rows = this.insert(graph, base_of(address), *address)?;
+                            done.push((*address, rows));
+                        }
+                        Ok(done)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|_| Err("a graph builder panicked".into()))
+                })
+                .collect()
+        });
+        let mut inserted = Vec::with_capacity(first.len());
+        for result in results {
+            match result {
+                Ok(done) => inserted.extend(done),
+                Err(error) => {
+                    tracing::error!(
+                        tenant = %key.0, index = key.1, %error,
+                        "a vector graph cannot be built; its index's searches are exact until \
+                         the next start"
+                    );
+                    self.forget(key);
+                    return (Vec::new(), Vec::new());
+                }
+            }
+        }
+        (inserted, aside)
+    }
+
+    fn stopping(&self) -> bool {
+        self.published
+            .vector_graphs
+            .stopping
+            .load(Ordering::Acquire)
+    }
+
+    fn apply(&mut self, change: GraphChange) {
+        match change {
+            GraphChange::Create {
+                tenant_id,
+                index_id,
+                dims,
+                metric,
+            } => self.create((tenant_id, index_id), dims, metric, true),
+            GraphChange::Drop {
+                tenant_id,
+                index_id,
+            } => self.forget((tenant_id, index_id)),
+            GraphChange::Add {
+                tenant_id,
+                index_id,
+                address,
+                ..
+            } => self.add((tenant_id, index_id), address),
+            GraphChange::Remove {
+                tenant_id,
+                index_id,
+                address,
+                ..
+            } => self.remove((tenant_id, index_id), address),
+        }
+    }
+
+    fn create(&mut self, key: GraphKey, dims: u16, metric: Metric, ready: bool) {
+        match Graph::new(dims, metric) {
+            Ok(graph) => {
+                graph.ready.store(ready, Ordering::Release);
+                self.graphs.insert(key, Arc::new(graph));
+                self.held.insert(key, HashMap::new());
+                self.set_aside.insert(key, Vec::new());
+            }
+            // No graph: the index's searches are exact.
+            Err(error) => tracing::error!(
+                tenant = %key.0, index = key.1, %error,
+                "cannot create a vector graph; the index's searches stay exact"
+            ),
+        }
+        self.publish();
+    }
+
+    /// Takes a graph away: its index's searches are exact.
+    fn forget(&mut self, key: GraphKey) {
+        self.graphs.remove(&key);
+        self.held.remove(&key);
+        self.set_aside.remove(&key);
+        self.publish();
+    }
+
+    fn publish(&self) {
+        self.published
+            .vector_graphs
+            .graphs
+            .store(Arc::new(self.graphs.clone()));
+    }
+
+    fn read(&self, address: BlobHash) -> Result<Vec<Vec<f32>>, String> {
+        let published = &self.published;
+        let location = published
+            .shard_of(&address)
+            .find(&address)
+            .map_err(|error| error.to_string())?;
+        let bytes = crate::chunks::read_payload(&published.shards, &address, location)
+            .map_err(|error| error.to_string())?;
+        let decoded = crate::format::vectors::decode(&bytes).map_err(|error| error.to_string())?;
+        Ok(decoded.rows().map(<[f32]>::to_vec).collect())
+    }
+
+    fn add(&mut self, key: GraphKey, address: BlobHash) {
+        let Some(graph) = self.graphs.get(&key).cloned() else {
+            return; // No graph (taken away after a failure): nothing to keep.
+        };
+        let base = base_of(&address);
+        let holder = self.held.get(&key).and_then(|held| held.get(&base));
+        if let Some((holder, _)) = holder {
+            assert!(
+                *holder != address,
+                "an address is added at its first owner only"
+            );
+            let set_aside = self.set_aside.entry(key).or_default();
+            set_aside.push(address);
+            graph.set_aside.store(Arc::new(set_aside.clone()));
+            return;
+        }
+        match self.insert(&graph, base, address) {
+            Ok(rows) => {
+                self.held
+                    .entry(key)
+                    .or_default()
+                    .insert(base, (address, rows));
+            }
+            Err(error) => {
+                tracing::error!(
+                    tenant = %key.0, index = key.1, %error,
+                    "a vector graph cannot take a blob's vectors; it is dropped, and the \
+                     index's searches are exact until the next start"
+                );
+                self.forget(key);
+            }
+        }
+    }
+
+    /// Inserts `address`'s rows, growing the graph first when it is full; answers how many.
+    fn insert(&self, graph: &Graph, base: u64, address: BlobHash) -> Result<u8, String> {
+        let rows = self.read(address)?;
+        if !graph.is_ready() {
+            // Building: no search reads the graph, and the builders add side by side.
+            let index = graph.index.read().unwrap_or_else(|p| p.into_inner());
+            // Room for this blob and for what other builders may be adding beside it.
+            if index.size() + rows.len() + GROWTH_SLACK <= index.capacity() {
+                add_rows(&index, base, &rows)?;
+                return Ok(rows.len() as u8);
+            }
+        }
+        // Served: an insert excludes the searches (a slot freed by a removal is reused in place,
+        // which a walk beside it could read half-written).
+        let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
+        if index.size() + rows.len() + GROWTH_SLACK <= index.capacity() {
+            add_rows(&index, base, &rows)?;
+            return Ok(rows.len() as u8);
+        }
+        let capacity = (index.capacity() * 2).max(index.size() + rows.len() + GROWTH_SLACK);
+        // usearch's memory grows with the capacity: the bound is checked before it grows.
+        let bytes_per_vector = index.memory_usage() / index.capacity().max(1);
+        if (capacity * bytes_per_vector) as u64 > self.graph_bytes_max {
+            return Err(format!(
+                "growing it to {capacity} vectors would take about {} bytes, past \
+                 vector_graph_bytes_max ({})",
+                capacity * bytes_per_vector,
+                self.graph_bytes_max
+            ));
+        }
+        index
+            .reserve_capacity_and_threads(capacity, GRAPH_THREADS)
+            .map_err(|error| error.to_string())?;
+        add_rows(&index, base, &rows)?;
+        Ok(rows.len() as u8)
+    }
+
+    fn remove(&mut self, key: GraphKey, address: BlobHash) {
+        let Some(graph) = self.graphs.get(&key).cloned() else {
+            return;
+        };
+        let base = base_of(&address);
+        let held = self.held.entry(key).or_default();
+        let set_aside = self.set_aside.entry(key).or_default();
+        if let Some((holder, rows)) = held.get(&base).copied()
+            && holder == address
+        {
+            held.remove(&base);
+            {
+                let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
+                for row in 0..usize::from(rows) {
+                    let removed = index.remove(label_of(base, row));
+                    assert!(
+                        removed.is_ok_and(|count| count == 1),
+                        "a held address's rows are in its graph"
+                    );
+                }
+            }
+            // An address set aside for this base takes its place in the graph.
+            if let Some(at) = set_aside.iter().position(|a| base_of(a) == base) {
+                let promoted = set_aside.remove(at);
+                graph.set_aside.store(Arc::new(set_aside.clone()));
+                self.add(key, promoted);
+            }
+        } else if let Some(at) = set_aside.iter().position(|a| *a == address) {
+            set_aside.remove(at);
+            graph.set_aside.store(Arc::new(set_aside.clone()));
+        }
+    }
+}
+
+fn add_rows(index: &usearch::Index, base: u64, rows: &[Vec<f32>]) -> Result<(), String> {
+    for (row, vector) in rows.iter().enumerate() {
+        index
+            .add(label_of(base, row), vector)
+            .map_err(|error| error.to_string())?;
+    }
+    Ok(())
+}

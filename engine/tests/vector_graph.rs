@@ -1,0 +1,272 @@
+//! The graph index of vector search (decision 0033 §3–§4): with more candidates than
+//! `vector_exact_max`, a search walks the index's graph (usearch) and answers with recall
+//! near the exact search's, exactly `k` through filters, and never what a read would not: an
+//! overwritten, deleted or expired entry is gone from the answer at once, whether or not the
+//! graph's writer has applied the change, and a put is found at once. The graphs are built
+//! again when the store opens; a dropped index's graph goes with it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{block_on, config, new_context};
+use ctxstore_engine::vectors::{Metric, VectorEntry, VectorHits, VectorSearch};
+use ctxstore_engine::{ContextRef, Engine, EngineConfig};
+
+const DIMS: usize = 16;
+const INDEX: &str = "memories";
+
+fn settings(dir: &Path, exact_max: u64) -> EngineConfig {
+    let mut settings = config(dir);
+    settings.limits.vector_exact_max = exact_max;
+    // The reaper stays away: an expired entry is still in the snapshot and the graph, and
+    // the search must pass it by itself.
+    settings.reaper_interval_ms = 3_600_000;
+    settings
+}
+
+/// Clustered vectors: 20 centres, each vector a centre plus noise (seeded).
+fn clustered(rng: &mut fastrand::Rng, count: usize) -> Vec<Vec<f32>> {
+    let centres: Vec<Vec<f32>> = (0..20)
+        .map(|_| (0..DIMS).map(|_| rng.f32() * 2.0 - 1.0).collect())
+        .collect();
+    (0..count)
+        .map(|i| {
+            let centre = &centres[i % centres.len()];
+            centre.iter().map(|c| c + (rng.f32() - 0.5) * 0.4).collect()
+        })
+        .collect()
+}
+
+fn put_all(engine: &Engine, context: &ContextRef, keys_vectors: &[(String, Vec<f32>)]) {
+    for batch in keys_vectors.chunks(100) {
+        let entries = batch
+            .iter()
+            .map(|(key, vector)| VectorEntry {
+                key: key.as_bytes().to_vec(),
+                value: Bytes::from(format!("{{\"tag\": {}}}", key_number(key) % 100)),
+                vectors: vec![vector.clone()],
+            })
+            .collect();
+        block_on(engine.kv_put_vectors(context, INDEX, entries, false, 0)).unwrap();
+    }
+}
+
+fn key_number(key: &str) -> usize {
+    key.rsplit('/').next().unwrap().parse().unwrap()
+}
+
+fn search(context: &ContextRef, query: &[f32], k: u32, exact: bool) -> VectorSearch {
+    VectorSearch {
+        context: context.clone(),
+        index: INDEX.into(),
+        vector: query.to_vec(),
+        k,
+        offset: 0,
+        prefix: Vec::new(),
+        exact,
+        ef_search: 0,
+    }
+}
+
+fn keys(hits: &VectorHits) -> Vec<String> {
+    hits.hits
+        .iter()
+        .map(|hit| String::from_utf8(hit.key.to_vec()).unwrap())
+        .collect()
+}
+
+/// Waits until the index's graph is ready and holds `vectors`, with nothing pending.
+fn wait_for_graph(engine: &Engine, vectors: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = engine
+            .vector_graph_info(INDEX)
+            .expect("the index has a graph");
+        if info.ready && info.vectors == vectors && info.pending == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the graph never caught up: {info:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Mean recall@k of the walk against the exact search, over `queries`.
+fn recall(engine: &Engine, context: &ContextRef, queries: &[Vec<f32>], k: u32) -> f64 {
+    let mut found = 0usize;
+    for query in queries {
+        let walked = engine
+            .vector_search(&search(context, query, k, false), None)
+            .unwrap();
+        assert!(!walked.exact, "the search walked the graph");
+        assert_eq!(walked.hits.len(), k as usize, "exactly k");
+        let exact = engine
+            .vector_search(&search(context, query, k, true), None)
+            .unwrap();
+        assert!(exact.exact);
+        let truth: HashSet<String> = keys(&exact).into_iter().collect();
+        found += keys(&walked)
+            .iter()
+            .filter(|key| truth.contains(*key))
+            .count();
+        // Scores are exact whichever way a hit was found.
+        for hit in &walked.hits {
+            if let Some(same) = exact.hits.iter().find(|e| e.key == hit.key) {
+                assert_eq!(same.score, hit.score);
+            }
+        }
+    }
+    found as f64 / (queries.len() * k as usize) as f64
+}
+
+#[test]
+fn the_walk_finds_what_the_exact_search_finds_and_is_built_again_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(settings(dir.path(), 100)).unwrap();
+    let context = ContextRef::Id(new_context(&engine));
+    block_on(engine.vector_index_create(INDEX, DIMS as u16, Metric::Cosine, 0)).unwrap();
+    let mut rng = fastrand::Rng::with_seed(33);
+    let vectors = clustered(&mut rng, 3_000);
+    let entries: Vec<(String, Vec<f32>)> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                format!("{}/{i}", if i % 2 == 0 { "a" } else { "b" }),
+                v.clone(),
+            )
+        })
+        .collect();
+    put_all(&engine, &context, &entries);
+    let queries = clustered(&mut rng, 40);
+    // Before the writer catches up the pending additions are compared exactly: still exact k.
+    let early = recall(&engine, &context, &queries[..5], 10);
+    assert!(early >= 0.9, "recall {early} while the graph fills");
+    wait_for_graph(&engine, 3_000);
+    let walked = recall(&engine, &context, &queries, 10);
+    assert!(walked >= 0.95, "recall@10 {walked}");
+    let hits = engine
+        .vector_search(&search(&context, &queries[0], 10, false), None)
+        .unwrap();
+    assert!(
+        hits.candidates < 3_000,
+        "the walk compared {} of 3,000",
+        hits.candidates
+    );
+    // A prefix passing half, and a value filter passing 1%: exactly k, every hit passing.
+    let mut asked = search(&context, &queries[1], 10, false);
+    asked.prefix = b"b/".to_vec();
+    let hits = engine.vector_search(&asked, None).unwrap();
+    assert!(!hits.exact);
+    assert_eq!(hits.hits.len(), 10);
+    assert!(keys(&hits).iter().all(|key| key.starts_with("b/")));
+    let mut passes = |value: &[u8]| value == b"{\"tag\": 7}";
+    let mut asked = search(&context, &queries[2], 10, false);
+    let hits = engine.vector_search(&asked, Some(&mut passes)).unwrap();
+    assert_eq!(hits.hits.len(), 10, "30 pass, 10 asked");
+    assert!(keys(&hits).iter().all(|key| key_number(key) % 100 == 7));
+    asked.exact = true;
+    let exact = engine.vector_search(&asked, Some(&mut passes)).unwrap();
+    let truth: HashSet<String> = keys(&exact).into_iter().collect();
+    let same = keys(&hits).iter().filter(|k| truth.contains(*k)).count();
+    assert!(same >= 8, "filtered recall {same}/10");
+    // Fewer pass than asked: every one of them, from the exact fallback.
+    let mut rare = |value: &[u8]| value == b"{\"tag\": 7}";
+    let mut asked = search(&context, &queries[3], 100, false);
+    asked.prefix = b"a/".to_vec();
+    let hits = engine.vector_search(&asked, Some(&mut rare)).unwrap();
+    assert!(hits.hits.is_empty(), "tag 7 keys are odd, under b/");
+    engine.shutdown();
+    drop(engine);
+    // Opened again, the graph is built from the recovered entries.
+    let engine = Engine::open(settings(dir.path(), 100)).unwrap();
+    wait_for_graph(&engine, 3_000);
+    let again = recall(&engine, &context, &queries, 10);
+    assert!(again >= 0.95, "recall@10 after the rebuild {again}");
+    // A dropped index's graph goes with it.
+    block_on(engine.vector_index_drop(INDEX)).unwrap();
+    assert!(engine.vector_graph_info(INDEX).is_none());
+    engine.shutdown();
+}
+
+#[test]
+fn the_walk_never_answers_what_a_read_would_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(settings(dir.path(), 50)).unwrap();
+    let context = ContextRef::Id(new_context(&engine));
+    block_on(engine.vector_index_create(INDEX, DIMS as u16, Metric::L2, 0)).unwrap();
+    let mut rng = fastrand::Rng::with_seed(34);
+    let vectors = clustered(&mut rng, 600);
+    let entries: Vec<(String, Vec<f32>)> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("k/{i}"), v.clone()))
+        .collect();
+    put_all(&engine, &context, &entries);
+    wait_for_graph(&engine, 600);
+    let live = |key: &str| engine.kv_get(&context, key.as_bytes()).unwrap().is_some();
+    let nearest = |query: &[f32], k: u32| {
+        let hits = engine
+            .vector_search(&search(&context, query, k, false), None)
+            .unwrap();
+        assert!(!hits.exact, "the search walked the graph");
+        keys(&hits)
+    };
+    for round in 0..2 {
+        // Overwrite 0..20 with new vectors, delete 20..40, expire 40..60 at once, put new ones:
+        // each search right after (before or after the writer applies) agrees with reads.
+        let moved: Vec<(String, Vec<f32>)> = (0..20)
+            .map(|i| {
+                let vector = (0..DIMS).map(|_| rng.f32() * 8.0 - 4.0).collect();
+                (format!("k/{i}"), vector)
+            })
+            .collect();
+        put_all(&engine, &context, &moved);
+        let deleted: Vec<Vec<u8>> = (20..40).map(|i| format!("k/{i}").into_bytes()).collect();
+        block_on(engine.kv_delete(&context, deleted)).unwrap();
+        let expiring: Vec<VectorEntry> = (40..60)
+            .map(|i| VectorEntry {
+                key: format!("k/{i}").into_bytes(),
+                value: Bytes::from_static(b"{}"),
+                vectors: vec![vectors[i].clone()],
+            })
+            .collect();
+        block_on(engine.kv_put_vectors(&context, INDEX, expiring, false, 1)).unwrap();
+        let added: Vec<(String, Vec<f32>)> = (0..20)
+            .map(|i| {
+                let vector = (0..DIMS).map(|_| rng.f32() * 8.0 - 4.0).collect();
+                (format!("k/{}", 1000 + round * 100 + i), vector)
+            })
+            .collect();
+        put_all(&engine, &context, &added);
+        std::thread::sleep(Duration::from_millis(2));
+        for (key, vector) in moved.iter().chain(&added) {
+            assert_eq!(
+                nearest(vector, 1),
+                vec![key.clone()],
+                "a put is found at once"
+            );
+        }
+        for (i, vector) in vectors.iter().enumerate().take(60).skip(20) {
+            let found = nearest(vector, 20);
+            let key = format!("k/{i}");
+            assert!(!found.contains(&key), "{key} is gone: {found:?}");
+            assert!(found.iter().all(|key| live(key)), "every hit is live");
+        }
+        for (i, vector) in vectors.iter().enumerate().take(20) {
+            let key = format!("k/{i}");
+            let found = nearest(vector, 5);
+            assert!(!found.contains(&key), "{key} moved away");
+        }
+    }
+    // 0..20 moved, 40..600 kept (40..60 expired, not reaped), 40 added; 20..40 deleted.
+    wait_for_graph(&engine, 620);
+    engine.shutdown();
+}
