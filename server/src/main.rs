@@ -338,11 +338,19 @@ struct ServeArgs {
     /// it the cache is emptied and refilled from the stored blobs (searches go on, slower).
     #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     vector_cache_bytes_max: u64,
-    /// Vectors one vector search compares exactly: a search over more is refused with
-    /// TOO_LARGE naming this limit (narrow its key prefix). Bounds a search's time on a
-    /// network core.
+    /// Vectors one exact vector search compares (one asked exact, or while the index's
+    /// graph is being built): a search over more is refused with TOO_LARGE naming this limit
+    /// (narrow its key prefix). Bounds a search's time on a network core.
     #[arg(long, default_value_t = 2_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     vector_scan_max: u64,
+    /// Candidates (entries under a search's key prefix) up to which a vector search compares
+    /// every one exactly; past it, it walks the index's graph (decision 0033 §3).
+    #[arg(long, default_value_t = 10_000)]
+    vector_exact_max: u64,
+    /// Memory one vector index's graph may take, e.g. `8GiB`: a graph that would grow past
+    /// it is dropped and its index's searches are exact until the next start (logged).
+    #[arg(long, default_value = "8GiB", value_parser = parse_size)]
+    vector_graph_bytes_max: u64,
     /// Longest wait of one STREAM_READ (a long poll), in milliseconds (at most 60,000): the
     /// reader asks again from the same offset.
     #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u32).range(1..=60_000))]

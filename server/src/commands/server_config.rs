@@ -109,6 +109,8 @@ fn engine_settings(args: &ServeArgs, engine: &mut ctxstore_engine::EngineConfig)
     engine.limits.streams_open_max = args.streams_open_max;
     engine.limits.vector_cache_bytes_max = args.vector_cache_bytes_max;
     engine.limits.vector_scan_max = args.vector_scan_max;
+    engine.limits.vector_exact_max = args.vector_exact_max;
+    engine.limits.vector_graph_bytes_max = args.vector_graph_bytes_max;
     engine.backup_bytes_per_s_max = args.backup_rate_max;
     engine.gc_interval_ms = args.gc_interval.as_millis() as u64;
     engine.gc_deleted_bytes_trigger = args.gc_deleted_bytes_trigger;
