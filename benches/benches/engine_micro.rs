@@ -10,6 +10,9 @@
 //!   into its hash), a blob look-up by hash (the hash turned into an address), a payload read
 //!   (the record checked against its tenant's address); and the check of a tenant's deletion
 //!   the server makes of every request of a tenant's connection;
+//! - `vectors/graph_search_*`: the same through the index's graph (decision 0033 §4), past
+//!   `vector_exact_max`: the walk with its predicate, the hits scored exactly (with a value
+//!   filter the planner compares exactly up to ten times that, so no filtered walk here).
 //! - `vectors/exact_search_*`: an exact vector search (decision 0033) of 10 hits among 10,000
 //!   and 100,000 entries of 384 dimensions, unfiltered and through a filter passing 1%.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -212,7 +215,7 @@ fn tenant_listing(c: &mut Criterion) {
 /// (decoded vectors kept in the engine's cache after the first search), ranked, and the value
 /// filter asked in rank order.
 fn vector_search(c: &mut Criterion) {
-    use ctxstore_engine::vectors::{Metric, VectorEntry, VectorSearch};
+    use ctxstore_engine::vectors::{Metric, VectorSearch};
     const DIMS: usize = 384;
     let dir = bench_dir();
     let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
@@ -229,18 +232,9 @@ fn vector_search(c: &mut Criterion) {
             .unwrap()
             .context_id;
         let context = ctxstore_engine::ContextRef::Id(context);
-        for start in (0..count).step_by(128) {
-            let entries = (start..(start + 128).min(count))
-                .map(|i| VectorEntry {
-                    key: format!("i/{i:07}").into_bytes(),
-                    value: Bytes::from(format!("{{\"bucket\":{}}}", i % 100)),
-                    vectors: vec![vector()],
-                })
-                .collect();
-            let put = engine.kv_put_vectors(&context, "bench", entries, false, 0);
-            runtime.block_on(put).unwrap();
-        }
+        put_vectors(&engine, &runtime, &context, count, &mut vector);
         stored += count;
+        wait_for_graph(&engine, stored as u64);
         let search = VectorSearch {
             context,
             index: "bench".into(),
@@ -267,9 +261,60 @@ fn vector_search(c: &mut Criterion) {
                 })
             },
         );
+        // Past `vector_exact_max` (10,000): the graph's walk, every hit scored exactly.
+        let walk = VectorSearch {
+            exact: false,
+            ..search.clone()
+        };
+        if count > 10_000 {
+            c.bench_function(&format!("vectors/graph_search_{thousands}k_384"), |b| {
+                b.iter(|| {
+                    engine
+                        .vector_search(&walk, None)
+                        .map(|f| assert!(f.hits.len() == 10 && !f.exact))
+                })
+            });
+        }
     }
     assert_eq!(engine.vector_indexes()[0].vectors, stored as u64);
     engine.shutdown();
+}
+
+/// `count` entries `i/0000000`… of index `bench`, each with one vector, 128 a put.
+fn put_vectors(
+    engine: &Engine,
+    runtime: &compio::runtime::Runtime,
+    context: &ctxstore_engine::ContextRef,
+    count: usize,
+    vector: &mut impl FnMut() -> Vec<f32>,
+) {
+    use ctxstore_engine::vectors::VectorEntry;
+    for start in (0..count).step_by(128) {
+        let entries = (start..(start + 128).min(count))
+            .map(|i| VectorEntry {
+                key: format!("i/{i:07}").into_bytes(),
+                value: Bytes::from(format!("{{\"bucket\":{}}}", i % 100)),
+                vectors: vec![vector()],
+            })
+            .collect();
+        let put = engine.kv_put_vectors(context, "bench", entries, false, 0);
+        runtime.block_on(put).unwrap();
+    }
+}
+
+/// Until the graph holds every vector (its writer trails the puts), so that a walk is timed.
+fn wait_for_graph(engine: &Engine, vectors: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while !engine
+        .vector_graph_info("bench")
+        .is_some_and(|info| info.ready && info.pending == 0 && info.vectors == vectors)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the graph never caught up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 criterion_group! {

@@ -692,9 +692,13 @@ class CtxstoreServer:
         from the stored vectors at open, decision 0033 §4); returns its ``build_ms``."""
         started = time.perf_counter()
         while self.log_path is not None:
-            found = re.search(r"vector graphs built.*?build_ms=(\d+)", self.log_path.read_text())
-            if found:
-                return int(found.group(1))
+            text = self.log_path.read_text()
+            found = re.search(r"vector graphs built.*?added=(\d+) build_ms=(\d+)", text)
+            # A graph that took blobs is saved right after: wait for it, so that the disk
+            # figures see the snapshot whole.
+            saved = "vector graph snapshot saved" in text[found.end() :] if found else False
+            if found and (found.group(1) == "0" or saved):
+                return int(found.group(2))
             if self.proc is None or self.proc.poll() is not None:
                 return None
             if time.perf_counter() - started > timeout:
@@ -842,9 +846,9 @@ class CtxstoreBackend(Backend):
     def build(self) -> None:
         """The graph is kept while the vectors are put, by one writer thread that trails the
         puts (searches scan what it has not taken yet exactly). Its state is not on the wire,
-        so the harness restarts the server and waits for the graphs rebuilt from the stored
-        vectors at open: the build figure is the rebuild, an upper bound of the lag, and the
-        start time with the index (there are no graph snapshots yet)."""
+        so the harness restarts the server and waits for its "vector graphs built" line: the
+        stop saves the graph as far as the writer got, the open loads that snapshot and
+        inserts what it lacks on every CPU. The build figure is that stop and start."""
         server = self._server()
         if server is None:
             return
@@ -907,8 +911,14 @@ class CtxstoreBackend(Backend):
         if not self.config["data"]:
             return {}
         sizes = dir_bytes(Path(self.config["data"]))
-        # the store's own bytes: du of the data directory less the fixed RESERVE file
-        return {"total_bytes": sizes["du_bytes"] - sizes["reserve_bytes"], **sizes}
+        graphs = dir_bytes(Path(self.config["data"]) / "vectors")["du_bytes"]
+        # the store's own bytes: du of the data directory less the fixed RESERVE file; the
+        # graph snapshots (derived, DIR/vectors/) within them, and apart
+        return {
+            "total_bytes": sizes["du_bytes"] - sizes["reserve_bytes"],
+            "graph_snapshot_bytes": graphs,
+            **sizes,
+        }
 
     def memory(self) -> dict[str, Any]:
         server = self._server()
@@ -1411,6 +1421,11 @@ def summary(report: dict[str, Any]) -> str:
             + (
                 f" (HNSW index {disk['hnsw_index_bytes']:,} B)"
                 if "hnsw_index_bytes" in disk
+                else ""
+            )
+            + (
+                f" (graph snapshots {disk['graph_snapshot_bytes']:,} B of it)"
+                if "graph_snapshot_bytes" in disk
                 else ""
             )
             + (

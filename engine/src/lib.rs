@@ -60,6 +60,7 @@
 //! | `blob/shard.rs`, `blob/shard/ingest.rs` | the shard actor: dedup, pack batches, handing appends on, rotation, GC's steps; a standby's pack bytes checked and written (`ingest.rs`) | import `sequencer/` | a put's blobs share one batch; an index entry only for a synced record |
 //! | `threads.rs` | engine threads: a compio runtime per `ThreadPlacement`, its actors | — | an actor that panics aborts the process |
 //! | `chunks.rs` | chunked blobs (decision 0013): manifests read and resolved, `read_payload`, what GC keeps | write files | a manifest is trusted only once checked against its chunks |
+//! | `vector_graph/snapshot.rs` | graph snapshots: save (sealed under the tenant's key when the store seals; temporary file, rename), load with every check, remove stale ones | trust a snapshot that fails a check | a snapshot's held list is exactly what its graph holds |
 //! | `vector_graph/writer.rs` | the graph writer thread: builds the graphs from the recovered owners at open, applies each fed batch in order | write files | `applied_seq` = the last batch every graph holds |
 //! | `read.rs` | every read: the tip, the walk, depth windows, page assembly, payloads | ask actors | every walked link checked |
 //! | `vector_search.rs` | the exact vector search's parts (decision 0033 §3): `VectorCache` (decoded vectors blobs by address, bounded by bytes), an entry's best score, the ranking | read or write files | ranks are total: best first, equal scores in key order |

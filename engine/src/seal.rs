@@ -275,6 +275,38 @@ pub fn open_delta(key: &DataKey, place: DeltaPlace, sealed: &[u8]) -> Result<Vec
     open(&key.key, &place.ad(key.version), sealed)
 }
 
+/// Where a sealed vector graph snapshot belongs (decision 0033 §4): its tenant and index.
+/// Bound by its associated data (format 1: `"ctxstore graph v1" ‖ tenant_id ‖ key_version ‖
+/// index_id`), so a snapshot renamed to another index, or opened under another key version,
+/// fails its tag.
+#[derive(Clone, Copy, Debug)]
+pub struct GraphPlace {
+    pub tenant_id: TenantId,
+    pub index_id: u32,
+}
+
+impl GraphPlace {
+    fn ad(&self, version: u16) -> [u8; 27] {
+        let mut ad = [0_u8; 27];
+        ad[..17].copy_from_slice(b"ctxstore graph v1");
+        ad[17..21].copy_from_slice(&self.tenant_id.0.to_le_bytes());
+        ad[21..23].copy_from_slice(&version.to_le_bytes());
+        ad[23..27].copy_from_slice(&self.index_id.to_le_bytes());
+        ad
+    }
+}
+
+/// Seals a graph snapshot's body under `key`: the graph holds the tenant's vectors, which are
+/// payloads (decision 0033 §2).
+pub fn seal_graph(key: &DataKey, place: GraphPlace, body: &[u8]) -> Result<Vec<u8>, SealError> {
+    seal(&key.key, &place.ad(key.version), body)
+}
+
+/// Opens a body [`seal_graph`] sealed for `place` under `key`.
+pub fn open_graph(key: &DataKey, place: GraphPlace, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+    open(&key.key, &place.ad(key.version), sealed)
+}
+
 /// A tenant's key for blob addresses: fixed for the tenant's life. The Feistel's round
 /// function is AES-128 under a key of its own per round, each derived from the secret: 4
 /// AES blocks per address (tens of nanoseconds with AES-NI) where keyed BLAKE3 took 359 ns,

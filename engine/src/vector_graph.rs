@@ -31,6 +31,7 @@ use ctxstore_vocab::vectors::Metric;
 use crate::ids::{BlobHash, TenantId};
 use crate::sequencer::vector_owners::GraphChange;
 
+pub(crate) mod snapshot;
 pub(crate) mod writer;
 
 /// Searches and inserts one graph serves at once: usearch keeps a context per thread.
@@ -46,12 +47,18 @@ type GraphKey = (TenantId, u32);
 
 /// One index's graph, as searches see it.
 pub(crate) struct Graph {
+    pub dims: u16,
     pub metric: Metric,
     index: RwLock<usearch::Index>,
     /// Whether the graph holds every address the owners held through `applied_seq`.
     ready: AtomicBool,
     /// Addresses out of the graph because another address holds their base: searched exactly.
     set_aside: ArcSwap<Vec<BlobHash>>,
+    /// Addresses its snapshot brought at the open (0: built from the blobs).
+    loaded: AtomicU64,
+    /// usearch's memory as of the last growth: its own count walks every node, which is
+    /// not safe beside inserts, so it is asked only under the exclusive lock.
+    memory_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for Graph {
@@ -84,15 +91,23 @@ impl Graph {
             .reserve_capacity_and_threads(GRAPH_CAPACITY_MIN, GRAPH_THREADS)
             .map_err(|error| error.to_string())?;
         Ok(Graph {
+            dims,
             metric,
             index: RwLock::new(index),
             ready: AtomicBool::new(false),
             set_aside: ArcSwap::from_pointee(Vec::new()),
+            loaded: AtomicU64::new(0),
+            memory_bytes: AtomicU64::new(0),
         })
     }
 
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// Addresses its snapshot brought at the open (0: built from the blobs).
+    pub fn loaded(&self) -> u64 {
+        self.loaded.load(Ordering::Acquire)
     }
 
     /// The addresses a search scans exactly beside the graph.
@@ -126,11 +141,9 @@ impl Graph {
             .size()
     }
 
-    pub fn memory_bytes(&self) -> usize {
-        self.index
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .memory_usage()
+    /// Memory of the graph as of its last growth.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_bytes.load(Ordering::Acquire)
     }
 }
 

@@ -84,10 +84,12 @@ fn keys(hits: &VectorHits) -> Vec<String> {
 fn wait_for_graph(engine: &Engine, vectors: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let info = engine
-            .vector_graph_info(INDEX)
-            .expect("the index has a graph");
-        if info.ready && info.vectors == vectors && info.pending == 0 {
+        // A new index's graph comes when the writer applies its creation.
+        let info = engine.vector_graph_info(INDEX);
+        if info
+            .as_ref()
+            .is_some_and(|info| info.ready && info.vectors == vectors && info.pending == 0)
+        {
             return;
         }
         assert!(
@@ -269,4 +271,143 @@ fn the_walk_never_answers_what_a_read_would_not() {
     // 0..20 moved, 40..600 kept (40..60 expired, not reaped), 40 added; 20..40 deleted.
     wait_for_graph(&engine, 620);
     engine.shutdown();
+}
+
+/// The snapshot of index 1 of `tenant`.
+fn snapshot_path(dir: &Path, tenant: u32) -> std::path::PathBuf {
+    dir.join("vectors").join(format!("T{tenant}-I1.snap"))
+}
+
+fn wait_for_loaded(engine: &Engine, vectors: u64, loaded: u64) {
+    wait_for_graph(engine, vectors);
+    let info = engine.vector_graph_info(INDEX).unwrap();
+    assert_eq!(info.loaded, loaded, "{info:?}");
+}
+
+#[test]
+fn graphs_load_from_their_snapshots_and_catch_up_with_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Engine::open(settings(dir.path(), 100)).unwrap();
+    let engine = open();
+    let context = ContextRef::Id(new_context(&engine));
+    block_on(engine.vector_index_create(INDEX, DIMS as u16, Metric::Cosine, 0)).unwrap();
+    let mut rng = fastrand::Rng::with_seed(35);
+    let vectors = clustered(&mut rng, 2_000);
+    let entries: Vec<(String, Vec<f32>)> = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (format!("k/{i}"), v.clone()))
+        .collect();
+    put_all(&engine, &context, &entries);
+    wait_for_graph(&engine, 2_000);
+    engine.shutdown();
+    drop(engine);
+    // The shutdown saved the graph: the open loads it, nothing rebuilt.
+    let snapshot = snapshot_path(dir.path(), 0);
+    assert!(snapshot.exists(), "a snapshot at {}", snapshot.display());
+    let old = std::fs::read(&snapshot).unwrap();
+    let engine = open();
+    wait_for_loaded(&engine, 2_000, 2_000);
+    let queries = clustered(&mut rng, 20);
+    assert!(recall(&engine, &context, &queries, 10) >= 0.95);
+    // The log moves on: 100 deleted, 100 put. Then the older snapshot is put back, as a crash
+    // before the next save would leave it.
+    let deleted: Vec<Vec<u8>> = (0..100).map(|i| format!("k/{i}").into_bytes()).collect();
+    block_on(engine.kv_delete(&context, deleted)).unwrap();
+    let added: Vec<(String, Vec<f32>)> = (0..100)
+        .map(|i| {
+            let vector = (0..DIMS).map(|_| rng.f32() * 8.0 - 4.0).collect();
+            (format!("k/{}", 5_000 + i), vector)
+        })
+        .collect();
+    put_all(&engine, &context, &added);
+    wait_for_graph(&engine, 2_000);
+    engine.shutdown();
+    drop(engine);
+    std::fs::write(&snapshot, &old).unwrap();
+    let engine = open();
+    // Loaded (2,000), then reconciled with the owners: 100 removed, 100 inserted.
+    wait_for_loaded(&engine, 2_000, 2_000);
+    for (key, vector) in &added {
+        let hits = engine
+            .vector_search(&search(&context, vector, 1, false), None)
+            .unwrap();
+        assert!(!hits.exact);
+        assert_eq!(keys(&hits), vec![key.clone()]);
+    }
+    assert!(recall(&engine, &context, &queries, 10) >= 0.95);
+    engine.shutdown();
+    drop(engine);
+    // A damaged snapshot is removed and the graph rebuilt from the blobs, then saved again.
+    let mut damaged = std::fs::read(&snapshot).unwrap();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0x10;
+    std::fs::write(&snapshot, &damaged).unwrap();
+    let engine = open();
+    wait_for_loaded(&engine, 2_000, 0);
+    assert!(recall(&engine, &context, &queries, 10) >= 0.95);
+    let saved = std::fs::read(&snapshot).unwrap();
+    assert_ne!(saved, damaged, "saved again after the rebuild");
+    // A dropped index takes its snapshot with it.
+    block_on(engine.vector_index_drop(INDEX)).unwrap();
+    wait_until("the snapshot to go", || !snapshot.exists());
+    engine.shutdown();
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_sealing_store_seals_its_graph_snapshots() {
+    const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
+    // A vector whose bytes are unlike anything else in the store.
+    let marked: Vec<f32> = (0..DIMS).map(|i| 1234.5678 + i as f32).collect();
+    let marker: Vec<u8> = marked.iter().flat_map(|c| c.to_le_bytes()).collect();
+    for seals in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = settings(dir.path(), 100);
+        if seals {
+            settings.master_key = Some(std::sync::Arc::new(
+                ctxstore_engine::seal::MasterKey::from_hex(KEY).unwrap(),
+            ));
+        }
+        let engine = Engine::open(settings.clone()).unwrap();
+        let acme = block_on(engine.register_tenant("acme")).unwrap();
+        let scoped = engine.scoped(acme);
+        let context = ContextRef::Id(new_context(&scoped));
+        block_on(scoped.vector_index_create(INDEX, DIMS as u16, Metric::L2, 0)).unwrap();
+        let mut rng = fastrand::Rng::with_seed(36);
+        let mut entries: Vec<(String, Vec<f32>)> = clustered(&mut rng, 200)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (format!("k/{i}"), v))
+            .collect();
+        entries.push(("k/999".into(), marked.clone()));
+        put_all(&scoped, &context, &entries);
+        wait_for_graph(&scoped, 201);
+        engine.shutdown();
+        drop((scoped, engine));
+        let snapshot = snapshot_path(dir.path(), acme.0);
+        assert!(snapshot.exists());
+        let holding = ctxstore_testsupport::files_holding(dir.path(), &marker);
+        let in_snapshot = holding.iter().any(|path| path.ends_with(".snap"));
+        assert_eq!(
+            in_snapshot, !seals,
+            "sealed: {seals}; files holding it: {holding:?}"
+        );
+        // Loaded again under the key.
+        let engine = Engine::open(settings).unwrap();
+        let scoped = engine.scoped(acme);
+        wait_for_loaded(&scoped, 201, 201);
+        let hits = scoped
+            .vector_search(&search(&context, &marked, 1, false), None)
+            .unwrap();
+        assert_eq!(keys(&hits), vec!["k/999".to_string()]);
+        engine.shutdown();
+    }
 }

@@ -281,6 +281,7 @@ fn start_graphs_and_actors(
 ) -> Result<Actors, OpenError> {
     crate::vector_graph::writer::start(
         published,
+        &config.data_dir,
         log.contexts.vector_indexes.clone(),
         config.limits.vector_graph_bytes_max,
     )

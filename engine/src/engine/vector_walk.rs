@@ -25,6 +25,9 @@ use crate::store_dir::now_unix_ms;
 use crate::vector_graph::Graph;
 use crate::vector_search::{Ranked, Scored, best_score};
 
+/// How many more candidates a search with a value filter compares exactly before it walks.
+const VALUE_FILTER_EXACT_FACTOR: u64 = 10;
+
 /// The caller's value filter during a walk, with its verdict per value address.
 struct Filter<'w, 'p, 'f> {
     passes: &'w RefCell<&'p mut Option<ValueFilter<'f>>>,
@@ -42,13 +45,22 @@ struct Passing {
 
 impl Engine {
     /// The index's graph, when the search should walk it: ready, and more candidates under
-    /// the prefix than `vector_exact_max`.
+    /// the prefix than `vector_exact_max` (ten times that with a value filter: the walk then
+    /// reads and judges the value of every node it meets, thousands for a filter passing 1%,
+    /// where the exact search judges only the best-ranked; measured in docs/benchmarks.md,
+    /// the walk lost at 100,000 candidates and won at a million).
     pub(crate) fn graph_for(
         &self,
         searched: &Searched<'_>,
         search: &VectorSearch,
+        value_filtered: bool,
     ) -> Option<Arc<Graph>> {
-        let exact_max = self.inner.config.limits.vector_exact_max;
+        let exact_max = self.inner.config.limits.vector_exact_max
+            * if value_filtered {
+                VALUE_FILTER_EXACT_FACTOR
+            } else {
+                1
+            };
         let index = searched.index;
         if index.vectors <= exact_max {
             return None;
@@ -120,7 +132,22 @@ impl Engine {
             memo.borrow_mut().insert(base, found);
             any
         };
-        let predicate = |label: u64| leads_to(base_of_label(label));
+        // Without a value filter the walk's predicate is the owners' context and prefix only
+        // (no entry read, nothing kept): liveness and the blob are checked on what the walk
+        // returns (`leads_to` below), and a hit lost there is made up by a wider walk.
+        let value_filtered = passes.borrow().is_some();
+        let predicate = |label: u64| {
+            let base = base_of_label(label);
+            if value_filtered {
+                return leads_to(base);
+            }
+            asked.set(asked.get() + 1);
+            owners.get(&base).is_some_and(|list| {
+                list.iter().any(|owner| {
+                    owner.context_id == searched.context_id && owner.key.starts_with(&search.prefix)
+                })
+            })
+        };
         let beside = beside(searched, graph, applied_seq);
         let wanted = (search.k + search.offset) as usize;
         let ef_search = if search.ef_search > 0 {
@@ -136,7 +163,8 @@ impl Engine {
                 return Ok(None);
             };
             let mut bases: Vec<u64> = labels.iter().map(|label| base_of_label(*label)).collect();
-            bases.extend(beside.iter().copied().filter(|base| leads_to(*base)));
+            bases.extend(beside.iter().copied());
+            bases.retain(|base| leads_to(*base));
             let scored = self.score_found(searched, search, query_norm, &bases, &memo.borrow())?;
             if scored.len() >= wanted {
                 let compared = asked.get() + scored.len() as u64;
@@ -205,7 +233,7 @@ impl Engine {
             return Vec::new();
         };
         let mut found = Vec::new();
-        for owner in list {
+        for owner in list.iter() {
             if owner.context_id != searched.context_id || !owner.key.starts_with(&search.prefix) {
                 continue;
             }

@@ -82,6 +82,8 @@ pub struct VectorGraphInfo {
     pub memory_bytes: u64,
     /// Addresses added by batches the graph's writer has not applied yet (searched exactly).
     pub pending: u64,
+    /// Addresses its snapshot brought at the open (0: built from the vectors blobs).
+    pub loaded: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -163,8 +165,9 @@ impl Engine {
         Some(VectorGraphInfo {
             ready: graph.is_ready(),
             vectors: graph.vectors() as u64,
-            memory_bytes: graph.memory_bytes() as u64,
+            memory_bytes: graph.memory_bytes(),
             pending: pending as u64,
+            loaded: graph.loaded(),
         })
     }
 
@@ -267,7 +270,7 @@ impl Engine {
             index: &index,
         };
         if !search.exact
-            && let Some(graph) = self.graph_for(&searched, search)
+            && let Some(graph) = self.graph_for(&searched, search, passes.is_some())
             && let Some(hits) = self.walk(&searched, &graph, search, &mut passes)?
         {
             return Ok(hits);

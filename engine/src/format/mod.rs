@@ -23,6 +23,7 @@
 
 pub mod blob_index;
 pub mod context_meta;
+pub mod graph_snapshot;
 pub mod keyring;
 pub mod log_base;
 pub mod manifest;

@@ -12,6 +12,8 @@
 //! of the graph and searched exactly (`vector_graph`), so a shared base costs time, never an
 //! answer.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use ctxstore_vocab::le::u64_at;
 use ctxstore_vocab::vectors::Metric;
@@ -87,8 +89,10 @@ pub(crate) struct RecentAddition {
     pub base: u64,
 }
 
-/// The owners of one index's vectors blobs, by base.
-pub(crate) type OwnersOfIndex = imbl::HashMap<u64, imbl::Vector<VectorOwner>>;
+/// The owners of one index's vectors blobs, by base. A slice, not a persistent vector: nearly
+/// every base has one owner, and `imbl::Vector` allocates a whole chunk (64 slots, 4.6 KB)
+/// even for one (a million entries took gigabytes); a change copies the base's few owners.
+pub(crate) type OwnersOfIndex = imbl::HashMap<u64, Arc<[VectorOwner]>>;
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct VectorOwners {
@@ -107,11 +111,6 @@ impl VectorOwners {
     /// The owners of `(tenant_id, index_id)`'s blobs.
     pub fn of_index(&self, tenant_id: TenantId, index_id: u32) -> Option<&OwnersOfIndex> {
         self.by_index.get(&(tenant_id, index_id))
-    }
-
-    /// Every index with owners, and its owners.
-    pub fn indexes(&self) -> impl Iterator<Item = (&(TenantId, u32), &OwnersOfIndex)> {
-        self.by_index.iter()
     }
 
     /// The additions not yet known to be in the graph, of every index, oldest first.
@@ -149,9 +148,10 @@ impl VectorOwners {
         let base = base_of(&owner.address);
         let address = owner.address;
         let owners = self.by_index.entry((tenant_id, index_id)).or_default();
-        let list = owners.entry(base).or_default();
-        let first = !list.iter().any(|held| held.address == address);
-        list.push_back(owner);
+        let held: &[VectorOwner] = owners.get(&base).map_or(&[], |list| list);
+        let first = !held.iter().any(|held| held.address == address);
+        let list: Arc<[VectorOwner]> = held.iter().cloned().chain([owner]).collect();
+        owners.insert(base, list);
         if first && self.feeding {
             self.recent.push_back(RecentAddition {
                 seq: self.seq + 1,
@@ -174,16 +174,23 @@ impl VectorOwners {
         let Some(owners) = self.by_index.get_mut(&(tenant_id, index_id)) else {
             unreachable!("the owners of a live index exist from its creation");
         };
-        let Some(list) = owners.get_mut(&base) else {
+        let Some(list) = owners.get(&base) else {
             unreachable!("a removed owner was added");
         };
         let Some(at) = list.iter().position(|held| held == owner) else {
             unreachable!("a removed owner was added");
         };
-        list.remove(at);
-        let last = !list.iter().any(|held| held.address == owner.address);
-        if list.is_empty() {
+        let rest: Arc<[VectorOwner]> = list
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| *index != at)
+            .map(|(_, held)| held.clone())
+            .collect();
+        let last = !rest.iter().any(|held| held.address == owner.address);
+        if rest.is_empty() {
             owners.remove(&base);
+        } else {
+            owners.insert(base, rest);
         }
         if last {
             self.change(GraphChange::Remove {

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 
 use ctxstore_vocab::vectors::Metric;
 
+use super::snapshot::{self, Held, SNAPSHOT_CHANGES_MIN, SNAPSHOT_INTERVAL};
 use super::{Feed, GRAPH_THREADS, Graph, GraphKey};
 use crate::ids::BlobHash;
 use crate::published::Published;
@@ -17,12 +18,13 @@ use crate::sequencer::vector_owners::{GraphChange, base_of, label_of};
 
 /// Free slots kept beyond an insert's own: inserters side by side (at most 64, each adding at
 /// most 64 rows) each check for room under the shared lock before they add.
-const GROWTH_SLACK: usize = 64 * 64;
+pub(crate) const GROWTH_SLACK: usize = 64 * 64;
 
 /// Starts the writer: it builds each live index's graph from `indexes` (the recovered
 /// snapshot's, which the first fed batch follows), then applies the batches fed to it.
 pub(crate) fn start(
     published: &Arc<Published>,
+    data_dir: &std::path::Path,
     indexes: VectorIndexes,
     graph_bytes_max: u64,
 ) -> Result<(), String> {
@@ -37,6 +39,9 @@ pub(crate) fn start(
         held: HashMap::new(),
         set_aside: HashMap::new(),
         graph_bytes_max,
+        data_dir: data_dir.to_path_buf(),
+        changes: HashMap::new(),
+        saved_at: std::time::Instant::now(),
     };
     // Each live index has its graph (not ready) from the open on.
     for info in indexes.all() {
@@ -52,6 +57,10 @@ pub(crate) fn start(
         .spawn(move || {
             writer.build(&indexes);
             while let Ok(Feed::Batch(seq, changes)) = inbox.recv() {
+                // A shutdown does not wait for a backlog: the graph dies with the process.
+                if writer.stopping() {
+                    break;
+                }
                 for change in changes {
                     writer.apply(change);
                 }
@@ -60,7 +69,12 @@ pub(crate) fn start(
                     .vector_graphs
                     .applied_seq
                     .store(seq, Ordering::Release);
+                if writer.saved_at.elapsed() >= SNAPSHOT_INTERVAL {
+                    writer.save_changed(SNAPSHOT_CHANGES_MIN);
+                }
             }
+            // At shutdown (or with the sequencer gone): what changed since the last save.
+            writer.save_changed(1);
         })
         .map_err(|error| format!("starting the graph writer: {error}"))?;
     if let Ok(mut writer) = graphs.writer.lock() {
@@ -75,39 +89,51 @@ struct GraphWriter {
     published: Arc<Published>,
     graphs: imbl::HashMap<GraphKey, Arc<Graph>>,
     /// Per graph: the address holding each base in it, and its rows.
-    held: HashMap<GraphKey, HashMap<u64, (BlobHash, u8)>>,
+    held: HashMap<GraphKey, Held>,
     /// Per graph: the addresses set aside.
     set_aside: HashMap<GraphKey, Vec<BlobHash>>,
     graph_bytes_max: u64,
+    /// The store's directory: snapshots go to its `vectors/`.
+    data_dir: std::path::PathBuf,
+    /// Per graph: addresses added and removed since its last snapshot.
+    changes: HashMap<GraphKey, u64>,
+    saved_at: std::time::Instant,
 }
 
 impl GraphWriter {
-    /// Every live index's graph from the owners of the recovered snapshot: searches stay
-    /// exact until it is ready.
+    /// Every live index's graph: its snapshot loaded and reconciled with the recovered
+    /// owners, or built from them. Searches stay exact until it is ready.
     fn build(&mut self, indexes: &VectorIndexes) {
         let started = std::time::Instant::now();
-        let mut added = 0u64;
-        for (key, owners) in indexes.owners.indexes() {
-            // Each distinct address once; the first of a base goes in, the others aside.
+        let live: Vec<GraphKey> = self.graphs.keys().copied().collect();
+        snapshot::remove_stale(&self.data_dir, &live);
+        let (mut loaded, mut added) = (0u64, 0u64);
+        for key in live {
+            // Each distinct address once (a base's few owners may share one).
             let mut addresses: Vec<BlobHash> = Vec::new();
-            for list in owners.values() {
-                for owner in list {
-                    if !addresses.contains(&owner.address) {
-                        addresses.push(owner.address);
+            if let Some(owners) = indexes.owners.of_index(key.0, key.1) {
+                for list in owners.values() {
+                    for (at, owner) in list.iter().enumerate() {
+                        if !list[..at].iter().any(|seen| seen.address == owner.address) {
+                            addresses.push(owner.address);
+                        }
                     }
                 }
             }
-            let (inserted, aside) = self.insert_all(*key, &addresses);
+            let wanted = match self.load(key) {
+                Some(held) => {
+                    loaded += held.len() as u64;
+                    if let Some(graph) = self.graphs.get(&key) {
+                        graph.loaded.store(held.len() as u64, Ordering::Release);
+                    }
+                    self.reconcile(key, held, &addresses)
+                }
+                None => addresses,
+            };
+            added += wanted.len() as u64;
+            self.insert_missing(key, &wanted);
             if self.stopping() {
                 return;
-            }
-            added += inserted.len() as u64;
-            let held = self.held.entry(*key).or_default();
-            for (address, rows) in inserted {
-                held.insert(base_of(&address), (address, rows));
-            }
-            for address in aside {
-                self.add(*key, address);
             }
         }
         for graph in self.graphs.values() {
@@ -116,10 +142,106 @@ impl GraphWriter {
         if !self.graphs.is_empty() {
             tracing::info!(
                 graphs = self.graphs.len(),
-                addresses = added,
+                loaded,
+                added,
                 build_ms = started.elapsed().as_millis() as u64,
                 "vector graphs built; searches use them from now on"
             );
+        }
+        // A graph that had to take blobs is saved, so that the next open loads it whole.
+        self.save_changed(1);
+    }
+
+    /// `key`'s snapshot, loaded into its (new, empty) graph; `None` when there is none or
+    /// it failed a check (then removed, the graph made anew, and the reason logged).
+    fn load(&mut self, key: GraphKey) -> Option<Held> {
+        let graph = self.graphs.get(&key).cloned()?;
+        match snapshot::load(&self.published, &self.data_dir, key, graph.dims, &graph) {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(
+                    tenant = %key.0, index = key.1, %error,
+                    "a vector graph snapshot failed its checks; it is removed and the graph \
+                     rebuilt from the vectors blobs"
+                );
+                snapshot::remove(&self.data_dir, key);
+                self.create(key, graph.dims, graph.metric, false);
+                None
+            }
+        }
+    }
+
+    /// Takes a loaded graph to what the owners hold: the addresses they no longer name
+    /// removed; answers those they name that it lacks.
+    fn reconcile(&mut self, key: GraphKey, held: Held, addresses: &[BlobHash]) -> Vec<BlobHash> {
+        let named: std::collections::HashSet<BlobHash> = addresses.iter().copied().collect();
+        let holds: std::collections::HashSet<BlobHash> =
+            held.values().map(|(address, _)| *address).collect();
+        let gone: Vec<BlobHash> = holds.difference(&named).copied().collect();
+        self.held.insert(key, held);
+        for address in gone {
+            self.remove(key, address);
+        }
+        addresses
+            .iter()
+            .filter(|address| !holds.contains(*address))
+            .copied()
+            .collect()
+    }
+
+    /// Inserts `addresses` (none held yet) on every CPU; those whose base is taken go aside.
+    fn insert_missing(&mut self, key: GraphKey, addresses: &[BlobHash]) {
+        let (inserted, aside) = self.insert_all(key, addresses);
+        *self.changes.entry(key).or_default() += inserted.len() as u64;
+        let held = self.held.entry(key).or_default();
+        for (address, rows) in inserted {
+            held.insert(base_of(&address), (address, rows));
+        }
+        for address in aside {
+            self.add(key, address);
+        }
+    }
+
+    /// Saves every ready graph with at least `changes_min` changes since its last save.
+    fn save_changed(&mut self, changes_min: u64) {
+        self.saved_at = std::time::Instant::now();
+        let keys: Vec<GraphKey> = self
+            .changes
+            .iter()
+            .filter(|(_, changes)| **changes >= changes_min)
+            .map(|(key, _)| *key)
+            .collect();
+        for key in keys {
+            let (Some(graph), Some(held)) = (self.graphs.get(&key), self.held.get(&key)) else {
+                self.changes.remove(&key);
+                continue;
+            };
+            if !graph.is_ready() {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            match snapshot::save(
+                &self.published,
+                &self.data_dir,
+                key,
+                graph.dims,
+                graph,
+                held,
+            ) {
+                Ok(bytes) => {
+                    tracing::info!(
+                        tenant = %key.0, index = key.1, bytes, addresses = held.len(),
+                        save_ms = started.elapsed().as_millis() as u64,
+                        "vector graph snapshot saved"
+                    );
+                    self.changes.remove(&key);
+                }
+                // The next open rebuilds what the last good snapshot lacks.
+                Err(error) => tracing::warn!(
+                    tenant = %key.0, index = key.1, %error,
+                    "cannot save a vector graph snapshot"
+                ),
+            }
         }
     }
 
@@ -134,10 +256,13 @@ impl GraphWriter {
         let Some(graph) = self.graphs.get(&key).cloned() else {
             return (Vec::new(), Vec::new());
         };
+        let held = self.held.get(&key);
         let mut bases = std::collections::HashSet::new();
-        let (first, aside): (Vec<BlobHash>, Vec<BlobHash>) = addresses
-            .iter()
-            .partition(|address| bases.insert(base_of(address)));
+        let (first, aside): (Vec<BlobHash>, Vec<BlobHash>) =
+            addresses.iter().partition(|address| {
+                let base = base_of(address);
+                bases.insert(base) && held.is_none_or(|held| !held.contains_key(&base))
+            });
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let chunk = first.len().div_ceil(threads).max(1);
         let this = &*self;
@@ -210,13 +335,19 @@ impl GraphWriter {
                 index_id,
                 address,
                 ..
-            } => self.add((tenant_id, index_id), address),
+            } => {
+                *self.changes.entry((tenant_id, index_id)).or_default() += 1;
+                self.add((tenant_id, index_id), address);
+            }
             GraphChange::Remove {
                 tenant_id,
                 index_id,
                 address,
                 ..
-            } => self.remove((tenant_id, index_id), address),
+            } => {
+                *self.changes.entry((tenant_id, index_id)).or_default() += 1;
+                self.remove((tenant_id, index_id), address);
+            }
         }
     }
 
@@ -242,6 +373,8 @@ impl GraphWriter {
         self.graphs.remove(&key);
         self.held.remove(&key);
         self.set_aside.remove(&key);
+        self.changes.remove(&key);
+        snapshot::remove(&self.data_dir, key);
         self.publish();
     }
 
@@ -331,6 +464,9 @@ impl GraphWriter {
         index
             .reserve_capacity_and_threads(capacity, GRAPH_THREADS)
             .map_err(|error| error.to_string())?;
+        graph
+            .memory_bytes
+            .store(index.memory_usage() as u64, Ordering::Release);
         add_rows(&index, base, &rows)?;
         Ok(rows.len() as u8)
     }

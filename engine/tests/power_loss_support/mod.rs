@@ -293,6 +293,8 @@ pub fn config(store: &Path, seed: u64) -> EngineConfig {
     config.gc_deleted_bytes_trigger = 0;
     config.disk_reserve_bytes = 16 * 1024;
     config.reaper_interval_ms = 5;
+    // Every vector search may walk the graph (`check_vector` compares it with the exact one).
+    config.limits.vector_exact_max = 0;
     config
 }
 
@@ -602,6 +604,23 @@ fn check_vector(
             String::from_utf8_lossy(key)
         ));
     }
+    // The same through the graph (`vector_exact_max` is 0 here: every search walks it),
+    // built, loaded or caught up after the cut.
+    let walked = VectorSearch {
+        exact: false,
+        ..search
+    };
+    let walked = match engine.vector_search(&walked, None) {
+        Ok(found) => found.hits,
+        Err(EngineError::VectorIndexNotFound(_)) if vector.is_none() => Vec::new(),
+        Err(error) => return Err(format!("graph search under {key:?} in {id:?}: {error}")),
+    };
+    if walked != hits {
+        return Err(format!(
+            "context {id:?}: the graph under {} finds {walked:?}, the exact search {hits:?}",
+            String::from_utf8_lossy(key)
+        ));
+    }
     Ok(())
 }
 
@@ -717,8 +736,25 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Waits until the graph of index `pl` (when there is one) holds every acknowledged vector:
+/// built or loaded at the open, then caught up with the log.
+fn wait_for_graph(engine: &Engine) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while let Some(info) = engine.vector_graph_info("pl") {
+        if info.ready && info.pending == 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("the graph of index pl never caught up: {info:?}"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Ok(())
+}
+
 /// The model's state, read back from the engine, as text (to compare and to show).
 fn observe(engine: &Engine, model: &Model) -> Result<(), String> {
+    wait_for_graph(engine)?;
     for (id, context) in &model.contexts {
         let view = match engine.context(&ctx_ref(*id)) {
             Ok(view) => view,
