@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{block_on, config, new_context};
+use common::{block_on, config, new_context, wait_until};
 use ctxstore_engine::vectors::{Metric, VectorEntry, VectorHits, VectorSearch};
 use ctxstore_engine::{ContextRef, Engine, EngineConfig};
 
@@ -54,6 +54,27 @@ fn put_all(engine: &Engine, context: &ContextRef, keys_vectors: &[(String, Vec<f
             .collect();
         block_on(engine.kv_put_vectors(context, INDEX, entries, false, 0)).unwrap();
     }
+}
+
+/// A new context and index of `metric` holding `count` clustered vectors (seed `seed`), the
+/// `i`-th under `key(i)`; with the generator, to draw queries from the same clusters.
+fn filled(
+    engine: &Engine,
+    metric: Metric,
+    seed: u64,
+    count: usize,
+    key: impl Fn(usize) -> String,
+) -> (ContextRef, fastrand::Rng, Vec<(String, Vec<f32>)>) {
+    let context = ContextRef::Id(new_context(engine));
+    block_on(engine.vector_index_create(INDEX, DIMS as u16, metric, 0)).unwrap();
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let entries: Vec<(String, Vec<f32>)> = clustered(&mut rng, count)
+        .into_iter()
+        .enumerate()
+        .map(|(i, vector)| (key(i), vector))
+        .collect();
+    put_all(engine, &context, &entries);
+    (context, rng, entries)
 }
 
 fn key_number(key: &str) -> usize {
@@ -132,21 +153,9 @@ fn recall(engine: &Engine, context: &ContextRef, queries: &[Vec<f32>], k: u32) -
 fn the_walk_finds_what_the_exact_search_finds_and_is_built_again_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(settings(dir.path(), 100)).unwrap();
-    let context = ContextRef::Id(new_context(&engine));
-    block_on(engine.vector_index_create(INDEX, DIMS as u16, Metric::Cosine, 0)).unwrap();
-    let mut rng = fastrand::Rng::with_seed(33);
-    let vectors = clustered(&mut rng, 3_000);
-    let entries: Vec<(String, Vec<f32>)> = vectors
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            (
-                format!("{}/{i}", if i % 2 == 0 { "a" } else { "b" }),
-                v.clone(),
-            )
-        })
-        .collect();
-    put_all(&engine, &context, &entries);
+    let (context, mut rng, _) = filled(&engine, Metric::Cosine, 33, 3_000, |i| {
+        format!("{}/{i}", if i % 2 == 0 { "a" } else { "b" })
+    });
     let queries = clustered(&mut rng, 40);
     // Before the writer catches up the pending additions are compared exactly: still exact k.
     let early = recall(&engine, &context, &queries[..5], 10);
@@ -202,16 +211,8 @@ fn the_walk_finds_what_the_exact_search_finds_and_is_built_again_at_open() {
 fn the_walk_never_answers_what_a_read_would_not() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(settings(dir.path(), 50)).unwrap();
-    let context = ContextRef::Id(new_context(&engine));
-    block_on(engine.vector_index_create(INDEX, DIMS as u16, Metric::L2, 0)).unwrap();
-    let mut rng = fastrand::Rng::with_seed(34);
-    let vectors = clustered(&mut rng, 600);
-    let entries: Vec<(String, Vec<f32>)> = vectors
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (format!("k/{i}"), v.clone()))
-        .collect();
-    put_all(&engine, &context, &entries);
+    let (context, mut rng, entries) = filled(&engine, Metric::L2, 34, 600, |i| format!("k/{i}"));
+    let vectors: Vec<Vec<f32>> = entries.into_iter().map(|(_, vector)| vector).collect();
     wait_for_graph(&engine, 600);
     let live = |key: &str| engine.kv_get(&context, key.as_bytes()).unwrap().is_some();
     let nearest = |query: &[f32], k: u32| {
@@ -289,16 +290,7 @@ fn graphs_load_from_their_snapshots_and_catch_up_with_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let open = || Engine::open(settings(dir.path(), 100)).unwrap();
     let engine = open();
-    let context = ContextRef::Id(new_context(&engine));
-    block_on(engine.vector_index_create(INDEX, DIMS as u16, Metric::Cosine, 0)).unwrap();
-    let mut rng = fastrand::Rng::with_seed(35);
-    let vectors = clustered(&mut rng, 2_000);
-    let entries: Vec<(String, Vec<f32>)> = vectors
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (format!("k/{i}"), v.clone()))
-        .collect();
-    put_all(&engine, &context, &entries);
+    let (context, mut rng, _) = filled(&engine, Metric::Cosine, 35, 2_000, |i| format!("k/{i}"));
     wait_for_graph(&engine, 2_000);
     engine.shutdown();
     drop(engine);
@@ -346,20 +338,14 @@ fn graphs_load_from_their_snapshots_and_catch_up_with_the_log() {
     let engine = open();
     wait_for_loaded(&engine, 2_000, 0);
     assert!(recall(&engine, &context, &queries, 10) >= 0.95);
-    let saved = std::fs::read(&snapshot).unwrap();
-    assert_ne!(saved, damaged, "saved again after the rebuild");
+    // Saved again after the rebuild (just after the graph is ready).
+    wait_until("the rebuilt graph's snapshot", || {
+        std::fs::read(&snapshot).is_ok_and(|saved| saved != damaged)
+    });
     // A dropped index takes its snapshot with it.
     block_on(engine.vector_index_drop(INDEX)).unwrap();
     wait_until("the snapshot to go", || !snapshot.exists());
     engine.shutdown();
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]

@@ -9,10 +9,8 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
-use common::{block_on, config, gc_config, new_context, random_payload};
+use common::{block_on, config, gc_config, new_context, random_payload, wait_until};
 use ctxstore_engine::format::vectors as vectors_blob;
 use ctxstore_engine::vectors::{Metric, VectorEntry, VectorHits, VectorSearch};
 use ctxstore_engine::{BlobHash, ContextRef, Engine, ErrorKind, TenantId, verify};
@@ -58,14 +56,6 @@ fn found(engine: &Engine, context: &ContextRef, query: &[f32]) -> Vec<String> {
             .vector_search(&search(context, "memories", query, 100), None)
             .unwrap(),
     )
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]
@@ -187,12 +177,12 @@ fn a_search_never_answers_what_a_read_would_not() {
     now.sort();
     assert_eq!(now, ["expiring", "kept"]);
     // An expired entry is gone from the search at its expiry, as from a read.
-    wait_for("the entry to expire", || {
+    wait_until("the entry to expire", || {
         engine.kv_get(&context, b"expiring").unwrap().is_none()
     });
     assert_eq!(found(&engine, &context, &query), ["kept"]);
     // The reaper's record takes its vectors out of the index's count.
-    wait_for("the reaper to remove the entry", || count() == 1);
+    wait_until("the reaper to remove the entry", || count() == 1);
     // A clone's entries carry their vectors; the source's deletion leaves the clone's.
     let clone = block_on(engine.clone_context(context.clone(), "clone".into())).unwrap();
     let clone = ContextRef::Id(clone.head.context_id);
@@ -415,7 +405,7 @@ fn the_collector_keeps_live_vectors_and_takes_replaced_ones() {
         )];
         block_on(engine.kv_put(&context, entries, false)).unwrap();
     }
-    wait_for("the collector to take the replaced vectors", || {
+    wait_until("the collector to take the replaced vectors", || {
         engine.gc().unwrap();
         engine.blob_len(blob_hash(&old)).is_none()
     });

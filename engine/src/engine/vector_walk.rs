@@ -271,14 +271,7 @@ fn beside(searched: &Searched<'_>, graph: &Graph, applied_seq: u64) -> Vec<u64> 
         .snapshot
         .vector_indexes
         .owners
-        .recent()
-        .iter()
-        .filter(|recent| {
-            recent.seq > applied_seq
-                && recent.tenant_id == index.tenant_id
-                && recent.index_id == index.index_id
-        })
-        .map(|recent| recent.base)
+        .unapplied(index.tenant_id, index.index_id, applied_seq)
         .collect();
     beside.extend(graph.set_aside().iter().map(base_of));
     beside

@@ -154,13 +154,7 @@ impl Engine {
         let pending = snapshot
             .vector_indexes
             .owners
-            .recent()
-            .iter()
-            .filter(|recent| {
-                recent.seq > applied_seq
-                    && recent.tenant_id == tenant_id
-                    && recent.index_id == index.index_id
-            })
+            .unapplied(tenant_id, index.index_id, applied_seq)
             .count();
         Some(VectorGraphInfo {
             ready: graph.is_ready(),

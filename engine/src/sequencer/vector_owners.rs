@@ -113,9 +113,22 @@ impl VectorOwners {
         self.by_index.get(&(tenant_id, index_id))
     }
 
-    /// The additions not yet known to be in the graph, of every index, oldest first.
-    pub fn recent(&self) -> &imbl::Vector<RecentAddition> {
-        &self.recent
+    /// The bases `(tenant_id, index_id)`'s graph may lack: added by batches after
+    /// `applied_seq`, the last its writer applied.
+    pub fn unapplied(
+        &self,
+        tenant_id: TenantId,
+        index_id: u32,
+        applied_seq: u64,
+    ) -> impl Iterator<Item = u64> + '_ {
+        self.recent
+            .iter()
+            .filter(move |recent| {
+                recent.seq > applied_seq
+                    && recent.tenant_id == tenant_id
+                    && recent.index_id == index_id
+            })
+            .map(|recent| recent.base)
     }
 
     /// From now on changes are collected for the graph's writer (the sequencer, once it
@@ -253,14 +266,14 @@ mod tests {
             2,
             "the creation and one addition: {changes:?}"
         );
-        assert_eq!(owners.recent().len(), 1);
+        assert_eq!(owners.unapplied(tenant, 1, 0).count(), 1);
         owners.remove(tenant, 1, &owner(7, 1, "a"), 2);
         assert_eq!(owners.take_changes(0), (0, Vec::new()), "b still holds it");
         owners.remove(tenant, 1, &owner(7, 2, "b"), 2);
         let (seq, changes) = owners.take_changes(1);
         assert_eq!(seq, 2);
         assert!(matches!(changes[..], [GraphChange::Remove { rows: 2, .. }]));
-        assert!(owners.recent().is_empty(), "batch 1 is applied");
+        assert!(owners.recent.is_empty(), "batch 1 is applied");
         assert!(owners.of_index(tenant, 1).is_some_and(|o| o.is_empty()));
         owners.drop_index(tenant, 1);
         assert!(owners.of_index(tenant, 1).is_none());

@@ -133,3 +133,15 @@ pub fn log_slots(dir: &Path, next: u64) -> Vec<u8> {
         std::fs::read(ctxstore_engine::store_dir::StoreDir::new(dir).turns_log_path()).unwrap();
     log[record_offset(1) as usize..record_offset(next) as usize].to_vec()
 }
+
+/// Polls `done` every 5 ms until it holds; fails the test after 20 s, naming `what`.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
