@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{block_on, config, new_context, wait_until};
-use ctxstore_engine::vectors::{Metric, VectorEntry, VectorHits, VectorSearch};
+use common::{block_on, config, keys, new_context, wait_until};
+use ctxstore_engine::vectors::{Metric, VectorEntry, VectorSearch};
 use ctxstore_engine::{ContextRef, Engine, EngineConfig};
 
 const DIMS: usize = 16;
@@ -92,13 +92,6 @@ fn search(context: &ContextRef, query: &[f32], k: u32, exact: bool) -> VectorSea
         exact,
         ef_search: 0,
     }
-}
-
-fn keys(hits: &VectorHits) -> Vec<String> {
-    hits.hits
-        .iter()
-        .map(|hit| String::from_utf8(hit.key.to_vec()).unwrap())
-        .collect()
 }
 
 /// Waits until the index's graph is ready and holds `vectors`, with nothing pending.

@@ -10,9 +10,9 @@
 mod common;
 
 use bytes::Bytes;
-use common::{block_on, config, gc_config, new_context, random_payload, wait_until};
+use common::{block_on, config, gc_config, keys, new_context, random_payload, wait_until};
 use ctxstore_engine::format::vectors as vectors_blob;
-use ctxstore_engine::vectors::{Metric, VectorEntry, VectorHits, VectorSearch};
+use ctxstore_engine::vectors::{Metric, VectorEntry, VectorSearch};
 use ctxstore_engine::{BlobHash, ContextRef, Engine, ErrorKind, TenantId, verify};
 
 const DIMS: u16 = 8;
@@ -41,13 +41,6 @@ fn search(context: &ContextRef, index: &str, query: &[f32], k: u32) -> VectorSea
         exact: false,
         ef_search: 0,
     }
-}
-
-fn keys(hits: &VectorHits) -> Vec<String> {
-    hits.hits
-        .iter()
-        .map(|hit| String::from_utf8(hit.key.to_vec()).unwrap())
-        .collect()
 }
 
 fn found(engine: &Engine, context: &ContextRef, query: &[f32]) -> Vec<String> {

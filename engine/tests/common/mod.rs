@@ -145,3 +145,11 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// A vector search's hit keys, as text, best first.
+pub fn keys(hits: &ctxstore_engine::vectors::VectorHits) -> Vec<String> {
+    hits.hits
+        .iter()
+        .map(|hit| String::from_utf8(hit.key.to_vec()).unwrap())
+        .collect()
+}
