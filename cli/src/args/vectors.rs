@@ -65,7 +65,8 @@ pub(crate) struct SearchArgs {
     /// '{"kind": "note", "score": {"$gte": 3}}' ($eq, $ne, $gt, $gte, $lt, $lte).
     #[arg(long)]
     pub filter: Option<String>,
-    /// Compare every candidate exactly.
+    /// Compare every candidate exactly, never walking the index's graph (by default the
+    /// server walks it past 10,000 candidates).
     #[arg(long)]
     pub exact: bool,
 }

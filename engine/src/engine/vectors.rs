@@ -58,7 +58,7 @@ pub struct VectorSearch {
     pub offset: u32,
     /// Only entries whose key starts with it.
     pub prefix: Vec<u8>,
-    /// Compare every candidate exactly (the only method until the graph index is built).
+    /// Compare every candidate exactly, never walking the graph (the planner picks otherwise).
     pub exact: bool,
     /// The graph's breadth for this search (0: the index's).
     pub ef_search: u16,
