@@ -17,6 +17,7 @@ pub mod overlays;
 pub mod retention;
 pub mod streams;
 pub mod tenants;
+pub mod turn_vectors;
 pub mod turns;
 mod vector_walk;
 pub mod vectors;

@@ -134,8 +134,8 @@ pub use file::api as files;
 pub use file::sim as simulated_disk;
 // The Engine's methods by concern, with their public types (`contexts::ListQuery`, …).
 pub use engine::{
-    backup, contexts, cut, follow, id_floors, overlays, retention, streams, tenants, turns,
-    vectors, watch,
+    backup, contexts, cut, follow, id_floors, overlays, retention, streams, tenants, turn_vectors,
+    turns, vectors, watch,
 };
 pub use error::{Corruption, EngineError, ErrorKind, OpenError};
 pub use format::manifest::ChunkRef;
@@ -146,7 +146,7 @@ pub use model::{
     AppendPayload, AppendRequest, Appended, ContextHead, ContextRef, ContextView, Created,
     GcReport, IngestedLog, IngestedPack, NewContext, NoPayloadCache, Overlaid, Page, PageEntry,
     PageOptions, PageQuery, Parent, Payload, PayloadCache, PayloadMode, Purged, Scope, StoreStats,
-    StoredBlob, Turn, TurnOptions, TurnPage, TurnWithPayload,
+    StoredBlob, Turn, TurnOptions, TurnPage, TurnVectors, TurnWithPayload,
 };
 pub use sequencer::overlays::OVERLAYS_PER_TURN_MAX;
 pub use verify::{VerifyReport, verify, verify_sealed};

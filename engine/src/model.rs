@@ -218,7 +218,48 @@ pub struct TurnOptions {
     pub links: Vec<TurnId>,
     /// Everything before this turn is summarised in its payload.
     pub summary: bool,
+    /// The turn's vectors (decision 0033), searched by `Engine::vector_search_turns`.
+    pub vectors: Option<TurnVectors>,
 }
+
+/// A turn's vectors: 1..=16, all of one index of the context's tenant.
+#[derive(Clone, Debug)]
+pub enum TurnVectors {
+    /// As a caller gives them: the engine checks them against the index, stores them as one
+    /// blob (durable before the turn that names it) and passes `Stored` on.
+    Given {
+        index: String,
+        vectors: Vec<Vec<f32>>,
+    },
+    /// The stored blob: the engine's own form, refused from a caller.
+    Stored(crate::format::context_meta::KvVectors),
+}
+
+/// Equal bit for bit (a NaN equals the same NaN), so that equality is an equivalence.
+impl PartialEq for TurnVectors {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                TurnVectors::Given { index, vectors },
+                TurnVectors::Given {
+                    index: other_index,
+                    vectors: other_vectors,
+                },
+            ) => {
+                index == other_index
+                    && vectors.len() == other_vectors.len()
+                    && vectors.iter().zip(other_vectors).all(|(a, b)| {
+                        a.len() == b.len()
+                            && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
+                    })
+            }
+            (TurnVectors::Stored(a), TurnVectors::Stored(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for TurnVectors {}
 
 /// Everything an append needs besides the engine. Callers send it with an `AppendPayload`;
 /// inside the engine the same request travels on with its payload replaced by what the next

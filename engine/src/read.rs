@@ -250,6 +250,18 @@ impl Reader<'_> {
         Ok((self.turn_or_none(head)?, floor))
     }
 
+    /// Calls `visit` on the context's chain as a read sees it: its head and the ancestors not
+    /// below its floor, newest first, while `visit` returns true.
+    pub(crate) fn chain(
+        &self,
+        context_id: ContextId,
+        mut visit: impl FnMut(&TurnRecord) -> bool,
+    ) -> Result<(), EngineError> {
+        let (tip, floor) = self.context_tip(context_id)?;
+        let start = tip.filter(|tip| tip.depth >= floor);
+        self.walk(start, |turn| visit(turn) && turn.depth > floor)
+    }
+
     fn turn_or_none(&self, turn_id: TurnId) -> Result<Option<TurnRecord>, EngineError> {
         if turn_id.is_none() {
             return Ok(None);

@@ -195,8 +195,8 @@ pub fn verify_sealed(
     Ok(report)
 }
 
-/// Every live key-value entry's vectors blob (decision 0033 §2): found, decoded, of its
-/// record's count and its index's dimension. A sealed store's blobs open only with the master
+/// Every live key-value entry's and live turn's vectors blob (decision 0033 §2): found,
+/// decoded, of its record's count and its index's dimension. A sealed store's blobs open only with the master
 /// key; without it their checksums were checked with the rest.
 fn verify_vectors(report: &mut VerifyReport, state: &RecoveredLog, views: &[ShardView]) {
     let Some(first) = views.first() else {
@@ -233,6 +233,22 @@ fn verify_vectors(report: &mut VerifyReport, state: &RecoveredLog, views: &[Shar
                 String::from_utf8_lossy(key),
                 vectors.hash
             ));
+        }
+    }
+    for (turn_id, held) in contexts.vector_indexes.turns_with_vectors() {
+        let vectors = held.vectors;
+        let Some(index) = contexts
+            .vector_indexes
+            .get(held.tenant_id, vectors.index_id)
+        else {
+            continue; // a dropped index's vectors: no search reads them
+        };
+        match check_vectors_blob(views, &vectors, usize::from(index.dims)) {
+            Ok(()) => report.vectors_blobs += 1,
+            Err(problem) => report.problems.push(format!(
+                "turn {turn_id}: vectors blob {}: {problem}",
+                vectors.hash
+            )),
         }
     }
 }

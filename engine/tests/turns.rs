@@ -587,6 +587,7 @@ proptest::proptest! {
                         summary,
                         labels: label_pairs.clone(),
                         links: links.clone(),
+                        vectors: None,
                     };
                     let appended = add(&engine, thread, "payload", options);
                     if let Some(index) = existing {

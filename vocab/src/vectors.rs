@@ -119,6 +119,8 @@ fn sums(a: &[f32], b: &[f32], terms: impl Fn(f32, f32) -> [f32; 3]) -> [f32; 3] 
 pub const VECTOR_DIMS_MAX: usize = 4096;
 /// Vectors one key-value entry carries (LangGraph embeds several fields of one item).
 pub const VECTORS_PER_ENTRY_MAX: usize = 64;
+/// Vectors one turn carries (decision 0033 §1).
+pub const VECTORS_PER_TURN_MAX: usize = 16;
 /// Indexes one tenant holds.
 pub const VECTOR_INDEXES_PER_TENANT_MAX: usize = 64;
 /// An index's name: 1..=64 bytes of UTF-8.

@@ -210,11 +210,13 @@ impl Engine {
         let result = loop {
             let result = self.append_once(requests.clone()).await;
             match result {
+                // A turn's vectors blob swept in between is stored again too.
                 Err(EngineError::BlobNotFound(gone))
                     if attempts < SWEPT_RETRIES_MAX
-                        && requests
-                            .iter()
-                            .any(|request| carries(&self.addressing, &request.payload, &gone)) =>
+                        && requests.iter().any(|request| {
+                            request.options.vectors.is_some()
+                                || carries(&self.addressing, &request.payload, &gone)
+                        }) =>
                 {
                     attempts += 1;
                 }
@@ -239,6 +241,7 @@ impl Engine {
         requests: Vec<AppendRequest>,
     ) -> Result<Vec<Appended>, EngineError> {
         let context_id = self.check_append(&requests)?;
+        let requests = self.store_turn_vectors(context_id, requests).await?;
         let mut hashed = Vec::with_capacity(requests.len());
         for request in requests {
             let (append, payload) = request.split();

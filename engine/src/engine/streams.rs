@@ -67,11 +67,17 @@ impl Engine {
         for link in &options.links {
             self.reader().scoped_turn(*link)?;
         }
+        if options.vectors.is_some() {
+            return Err(EngineError::InvalidArgument(
+                "a stream's turn carries no vectors: append them with a turn of their own".into(),
+            ));
+        }
         // The extras' limits now, with typed errors, not at the seal.
         let extras = TurnExtras {
             key: options.key.map(|key| key.to_vec()).unwrap_or_default(),
             labels: options.labels,
             links: options.links,
+            vectors: None,
         }
         .normalize()
         .map_err(|over| EngineError::Limit {

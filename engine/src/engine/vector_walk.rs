@@ -20,7 +20,7 @@ use crate::engine::Engine;
 use crate::engine::vectors::{Searched, ValueFilter, VectorHits, VectorSearch};
 use crate::error::EngineError;
 use crate::ids::BlobHash;
-use crate::sequencer::vector_owners::{OwnersOfIndex, base_of, base_of_label};
+use crate::sequencer::vector_owners::{OwnersOfIndex, VectorOwner, base_of, base_of_label};
 use crate::store_dir::now_unix_ms;
 use crate::vector_graph::Graph;
 use crate::vector_search::{Ranked, Scored, best_score};
@@ -142,11 +142,9 @@ impl Engine {
                 return leads_to(base);
             }
             asked.set(asked.get() + 1);
-            owners.get(&base).is_some_and(|list| {
-                list.iter().any(|owner| {
-                    owner.context_id == searched.context_id && owner.key.starts_with(&search.prefix)
-                })
-            })
+            owners
+                .get(&base)
+                .is_some_and(|list| list.iter().any(|owner| in_search(searched, search, owner)))
         };
         let beside = beside(searched, graph, applied_seq);
         let wanted = (search.k + search.offset) as usize;
@@ -234,7 +232,7 @@ impl Engine {
         };
         let mut found = Vec::new();
         for owner in list.iter() {
-            if owner.context_id != searched.context_id || !owner.key.starts_with(&search.prefix) {
+            if !in_search(searched, search, owner) {
                 continue;
             }
             let Some(value) = searched.info.kv.get(&owner.key) else {
@@ -261,6 +259,13 @@ impl Engine {
         }
         found
     }
+}
+
+/// Whether an owner is an entry of the search's context under its prefix (a turn never is).
+fn in_search(searched: &Searched<'_>, search: &VectorSearch, owner: &VectorOwner) -> bool {
+    owner.is_entry()
+        && owner.context_id == searched.context_id
+        && owner.key.starts_with(&search.prefix)
 }
 
 /// The bases a walk scans beside the graph: the recent additions of the index the writer has

@@ -196,7 +196,7 @@ impl Engine {
         let mut blobs = Vec::with_capacity(entries.len() * 2);
         for (at, entry) in entries.into_iter().enumerate() {
             check_kv_key(&entry.key)?;
-            check_vectors(&info, at, &entry.vectors)?;
+            check_vectors_of(&info, "entry", at, &entry.vectors, VECTORS_PER_ENTRY_MAX)?;
             let value_hash = BlobHash::of(&entry.value);
             let vectors = (!entry.vectors.is_empty()).then(|| {
                 let blob =
@@ -371,7 +371,10 @@ impl Engine {
         Ok((candidates, scored))
     }
 
-    fn tenant_of(&self, context_id: crate::ids::ContextId) -> Result<TenantId, EngineError> {
+    pub(crate) fn tenant_of(
+        &self,
+        context_id: crate::ids::ContextId,
+    ) -> Result<TenantId, EngineError> {
         let snapshot = self.inner.published.contexts.load();
         snapshot
             .get(context_id)
@@ -379,7 +382,11 @@ impl Engine {
             .ok_or(EngineError::ContextNotFound(context_id))
     }
 
-    fn index_named(&self, tenant_id: TenantId, name: &str) -> Result<VectorIndexInfo, EngineError> {
+    pub(crate) fn index_named(
+        &self,
+        tenant_id: TenantId,
+        name: &str,
+    ) -> Result<VectorIndexInfo, EngineError> {
         check_index_name(name)?;
         let snapshot = self.inner.published.contexts.load();
         snapshot
@@ -435,22 +442,29 @@ fn check_ef_search(ef_search: u16) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// An entry's vectors: at most 64, each of the index's dimension, every component finite.
-fn check_vectors(
+/// An entry's or a turn's vectors (`what`, number `at` of the request): at most `count_max`,
+/// each of the index's dimension, every component finite.
+pub(crate) fn check_vectors_of(
     index: &VectorIndexInfo,
+    what: &str,
     at: usize,
     vectors: &[Vec<f32>],
+    count_max: usize,
 ) -> Result<(), EngineError> {
-    if vectors.len() > VECTORS_PER_ENTRY_MAX {
+    if vectors.len() > count_max {
         return Err(EngineError::Limit {
-            what: "vectors per key-value entry",
-            limit: VECTORS_PER_ENTRY_MAX,
+            what: if count_max == VECTORS_PER_ENTRY_MAX {
+                "vectors per key-value entry"
+            } else {
+                "vectors per turn"
+            },
+            limit: count_max,
         });
     }
     for (number, vector) in vectors.iter().enumerate() {
         if vector.len() != usize::from(index.dims) {
             return Err(EngineError::InvalidArgument(format!(
-                "entry {at}'s vector {number} has {} dimensions; vector index {:?} has {}",
+                "{what} {at}'s vector {number} has {} dimensions; vector index {:?} has {}",
                 vector.len(),
                 index.name,
                 index.dims
@@ -458,33 +472,43 @@ fn check_vectors(
         }
         if !all_finite(vector) {
             return Err(EngineError::InvalidArgument(format!(
-                "entry {at}'s vector {number} has a NaN or infinite component"
+                "{what} {at}'s vector {number} has a NaN or infinite component"
             )));
         }
     }
     Ok(())
 }
 
-fn check_search(search: &VectorSearch) -> Result<(), EngineError> {
-    check_index_name(&search.index)?;
-    if search.k == 0 {
+/// What every search names: an index, `k` ≥ 1 with `k + offset` within the limit, a breadth.
+pub(crate) fn check_search_fields(
+    index: &str,
+    k: u32,
+    offset: u32,
+    ef_search: u16,
+) -> Result<(), EngineError> {
+    check_index_name(index)?;
+    if k == 0 {
         return Err(EngineError::InvalidArgument(
             "a search asks for k ≥ 1 hits".into(),
         ));
     }
-    if (search.k + search.offset) as usize > VECTOR_K_MAX {
+    if (k + offset) as usize > VECTOR_K_MAX {
         return Err(EngineError::Limit {
             what: "k + offset of a vector search",
             limit: VECTOR_K_MAX,
         });
     }
+    check_ef_search(ef_search)
+}
+
+fn check_search(search: &VectorSearch) -> Result<(), EngineError> {
+    check_search_fields(&search.index, search.k, search.offset, search.ef_search)?;
     if search.prefix.len() > KV_KEY_BYTES_MAX {
         return Err(EngineError::Limit {
             what: "bytes of a vector search's key prefix",
             limit: KV_KEY_BYTES_MAX,
         });
     }
-    check_ef_search(search.ef_search)?;
     if !all_finite(&search.vector) {
         return Err(EngineError::InvalidArgument(
             "the query vector has a NaN or infinite component".into(),

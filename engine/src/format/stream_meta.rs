@@ -295,6 +295,9 @@ fn decode_open(body: &[u8]) -> Result<StreamMeta, RecordError> {
         if extras.is_empty() {
             return Err(RecordError::Field("stream open has an empty extras body"));
         }
+        if extras.vectors.is_some() {
+            return Err(RecordError::Field("stream open carries vectors"));
+        }
         extras
     };
     Ok(StreamMeta::Open(StreamOpen {
@@ -329,6 +332,7 @@ mod tests {
                     key: b"answer-1".to_vec(),
                     labels: vec![("role".into(), "assistant".into())],
                     links: vec![TurnId(4)],
+                    vectors: None,
                 },
             }),
             StreamMeta::Delta {

@@ -1,5 +1,5 @@
 //! The extras of a turn (`turns.log` continuation slots after a version-2 turn record): its
-//! key, labels and links. Layout in docs/storage.md#turn-extras and decision 0009; the limits
+//! key, labels, links and vectors. Layout in docs/storage.md#turn-extras and decision 0009; the limits
 //! are the format's ceilings, checked when an append is admitted (typed errors) and again
 //! when a body is decoded.
 //!
@@ -8,17 +8,23 @@
 //! u8 label_count (≤ 16), label_count × (u8 key_len (1..=64), key, u16 value_len, value)
 //!                        (UTF-8; keys unique, sorted; keys and values ≤ 1,024 bytes together)
 //! u8 link_count (≤ 8), link_count × u64 turn_id (non-zero)
+//! then, only when the turn has vectors (decision 0033 §2; absent from older logs):
+//! u32 index_id (≥ 1), u8 count (1..=16), u32 blob_len, [32]u8 vectors blob address
 //! ```
 
 use ctxstore_vocab::le::{LeReader, ShortRead};
 
 use crate::format::RecordError;
-use crate::ids::TurnId;
+use crate::format::context_meta::KvVectors;
+use crate::ids::{BlobHash, TurnId};
 
 pub use ctxstore_vocab::limits::{
     LABEL_KEY_BYTES_MAX, LABELS_BYTES_MAX, LABELS_PER_TURN_MAX, LINKS_PER_TURN_MAX,
     TURN_KEY_BYTES_MAX,
 };
+pub use ctxstore_vocab::vectors::VECTORS_PER_TURN_MAX;
+/// The vectors trailer: index id, count, blob length, address.
+const VECTORS_TRAILER_BYTES: usize = 4 + 1 + 4 + 32;
 /// The longest extras body the limits allow.
 pub const TURN_EXTRAS_BYTES_MAX: usize = 1
     + TURN_KEY_BYTES_MAX
@@ -26,15 +32,19 @@ pub const TURN_EXTRAS_BYTES_MAX: usize = 1
     + LABELS_PER_TURN_MAX * 3
     + LABELS_BYTES_MAX
     + 1
-    + LINKS_PER_TURN_MAX * 8;
+    + LINKS_PER_TURN_MAX * 8
+    + VECTORS_TRAILER_BYTES;
 
-/// A turn's key (unique within its context; empty: none), labels and links.
+/// A turn's key (unique within its context; empty: none), labels, links and vectors.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct TurnExtras {
     pub key: Vec<u8>,
     /// Sorted by key, keys unique.
     pub labels: Vec<(String, String)>,
     pub links: Vec<TurnId>,
+    /// The turn's vectors: one blob (`format::vectors`) of 1..=16 vectors of one index, named
+    /// as a key-value entry names its own.
+    pub vectors: Option<KvVectors>,
 }
 
 /// Which limit a turn's extras break (the caller turns it into a typed error).
@@ -46,7 +56,10 @@ pub struct ExtrasLimit {
 
 impl TurnExtras {
     pub fn is_empty(&self) -> bool {
-        self.key.is_empty() && self.labels.is_empty() && self.links.is_empty()
+        self.key.is_empty()
+            && self.labels.is_empty()
+            && self.links.is_empty()
+            && self.vectors.is_none()
     }
 
     /// Sorts the labels and checks every limit.
@@ -79,6 +92,11 @@ impl TurnExtras {
         if self.links.len() > LINKS_PER_TURN_MAX {
             return over("links per turn", LINKS_PER_TURN_MAX);
         }
+        if let Some(vectors) = &self.vectors
+            && (vectors.count == 0 || usize::from(vectors.count) > VECTORS_PER_TURN_MAX)
+        {
+            return over("vectors per turn (1..=16)", VECTORS_PER_TURN_MAX);
+        }
         Ok(self)
     }
 
@@ -104,6 +122,13 @@ impl TurnExtras {
         for link in &self.links {
             assert!(!link.is_none());
             out.extend_from_slice(&link.0.to_le_bytes());
+        }
+        if let Some(vectors) = &self.vectors {
+            assert!(vectors.index_id != 0 && vectors.count != 0);
+            out.extend_from_slice(&vectors.index_id.to_le_bytes());
+            out.push(vectors.count);
+            out.extend_from_slice(&vectors.len.to_le_bytes());
+            out.extend_from_slice(&vectors.hash.0);
         }
         assert!(out.len() <= TURN_EXTRAS_BYTES_MAX);
         out
@@ -141,10 +166,32 @@ impl TurnExtras {
         for _ in 0..link_count {
             links.push(TurnId(reader.u64()?));
         }
-        if reader.le.remaining() != 0 {
-            return Err(RecordError::Field("bytes after the turn extras"));
-        }
-        let extras = TurnExtras { key, labels, links };
+        let vectors = match reader.le.remaining() {
+            0 => None,
+            VECTORS_TRAILER_BYTES => {
+                let index_id = reader.u32()?;
+                let count = reader.u8()?;
+                let len = reader.u32()?;
+                let mut hash = [0u8; 32];
+                hash.copy_from_slice(reader.take(32)?);
+                if index_id == 0 {
+                    return Err(RecordError::Field("turn vectors of index 0"));
+                }
+                Some(KvVectors {
+                    hash: BlobHash(hash),
+                    len,
+                    index_id,
+                    count,
+                })
+            }
+            _ => return Err(RecordError::Field("bytes after the turn extras")),
+        };
+        let extras = TurnExtras {
+            key,
+            labels,
+            links,
+            vectors,
+        };
         // Only what `normalize` leaves is ever written, and never an empty body: anything
         // else is damage.
         let canonical = extras.clone().normalize().ok();
@@ -182,6 +229,10 @@ impl<'a> Reader<'a> {
         self.le.u16().map_err(cut_short)
     }
 
+    fn u32(&mut self) -> Result<u32, RecordError> {
+        self.le.u32().map_err(cut_short)
+    }
+
     fn u64(&mut self) -> Result<u64, RecordError> {
         self.le.u64().map_err(cut_short)
     }
@@ -203,6 +254,12 @@ mod tests {
                 .map(|i| (format!("key{i:02}"), "v".repeat(50)))
                 .collect(),
             links: (1..=LINKS_PER_TURN_MAX as u64).map(TurnId).collect(),
+            vectors: Some(KvVectors {
+                hash: BlobHash([7; 32]),
+                len: 4 + 16 * 4 * 8,
+                index_id: 3,
+                count: VECTORS_PER_TURN_MAX as u8,
+            }),
         }
     }
 
@@ -234,8 +291,28 @@ mod tests {
             .labels
             .push(("big".into(), "x".repeat(LABELS_BYTES_MAX)));
         assert_eq!(heavy.normalize().unwrap_err().limit, LABELS_BYTES_MAX);
+        let mut crowded = full();
+        if let Some(vectors) = crowded.vectors.as_mut() {
+            vectors.count = VECTORS_PER_TURN_MAX as u8 + 1;
+        }
+        assert_eq!(crowded.normalize().unwrap_err().limit, VECTORS_PER_TURN_MAX);
+        // An older log's extras (no vectors trailer) still decode.
+        let older = TurnExtras {
+            vectors: None,
+            ..full()
+        };
+        assert_eq!(TurnExtras::decode(&older.encode()), Ok(older.clone()));
+        let mut trailing = older.encode();
+        trailing.push(0);
+        assert!(
+            TurnExtras::decode(&trailing).is_err(),
+            "a stray byte is damage"
+        );
         let body = full().normalize().unwrap().encode();
-        for cut in 1..body.len() {
+        // Cut anywhere, it is damage, except exactly before the vectors trailer: that is the
+        // same turn without vectors, as an older log wrote it.
+        let without_vectors = body.len() - VECTORS_TRAILER_BYTES;
+        for cut in (1..body.len()).filter(|cut| *cut != without_vectors) {
             assert!(TurnExtras::decode(&body[..cut]).is_err(), "cut at {cut}");
         }
         let unsorted = TurnExtras {

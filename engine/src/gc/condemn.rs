@@ -53,13 +53,16 @@ impl Dying {
                 dead.insert(turn_id);
             }
             let redacted = overlays.is_redacted(turn_id);
+            let vectors = log.vectors.get(&record_id).copied();
             if !live || redacted {
                 named_by_dead.insert(log.hash[record_id as usize]);
                 named_by_dead.extend(overlays.all_patch_blobs(turn_id));
+                named_by_dead.extend(vectors);
             }
             if redacted {
                 erased.insert(log.hash[record_id as usize]);
                 erased.extend(overlays.all_patch_blobs(turn_id));
+                erased.extend(vectors);
             }
         }
         Dying {

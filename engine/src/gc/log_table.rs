@@ -31,6 +31,8 @@ pub(super) struct LogTable {
     /// Turns of each context, ascending.
     pub by_context: HashMap<u64, Vec<u64>>,
     pub links: Vec<(u64, Vec<TurnId>)>,
+    /// Per turn with vectors (decision 0033): its vectors blob, which lives as the turn does.
+    pub vectors: HashMap<u64, BlobHash>,
     /// Stream records (issue 32): record id, its stream, its slots.
     pub stream_records: Vec<(u64, u64, u32)>,
     /// Streams whose end record is durable: their records may leave the log.
@@ -55,6 +57,7 @@ impl LogTable {
             heads: HashMap::new(),
             by_context: HashMap::new(),
             links: Vec::new(),
+            vectors: HashMap::new(),
             stream_records: Vec::new(),
             streams_ended: HashSet::new(),
         }
@@ -92,6 +95,9 @@ impl LogTable {
             .push(turn.turn_id.0);
         if !extras.is_empty() {
             let extras = TurnExtras::decode(extras).map_err(|error| error.to_string())?;
+            if let Some(vectors) = extras.vectors {
+                self.vectors.insert(turn.turn_id.0, vectors.hash);
+            }
             if !extras.links.is_empty() {
                 self.links.push((turn.turn_id.0, extras.links));
             }

@@ -33,7 +33,7 @@ impl Marked {
 /// owns (`sequencer/owners.rs`: its own turns on every branch, what it inherited through
 /// clones and forks) at or above its floor, with their ancestors down to that floor; every
 /// link of a live turn with the linked turn's whole history; live contexts' key-value values;
-/// the payloads and patches of live turns that are not redacted (decision 0012).
+/// the payloads, patches and vectors of live turns that are not redacted (decision 0012).
 /// What a live context's key-value entries name: each value and its vectors.
 fn kv_blobs(info: &crate::sequencer::contexts::ContextInfo) -> impl Iterator<Item = BlobHash> + '_ {
     info.kv.values().flat_map(|value| {
@@ -115,6 +115,7 @@ pub(super) fn mark(
         if let Some(patches) = contexts.overlays.patch_blobs(TurnId(id as u64)) {
             live_blobs.insert(log.hash[id]);
             live_blobs.extend(patches);
+            live_blobs.extend(log.vectors.get(&(id as u64)).copied());
         }
     }
     Ok(Marked {

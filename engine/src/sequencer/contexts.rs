@@ -351,6 +351,15 @@ impl Contexts {
         at_unix_ms: u64,
     ) {
         let key = extras.key.as_slice();
+        if let Some(vectors) = &extras.vectors
+            && let Some(info) = self.get(context_id)
+        {
+            let tenant_id = info.tenant_id;
+            // Given as bytes, so new content even after a purge of the same bytes.
+            self.overlays.named(&vectors.hash);
+            self.vector_indexes
+                .turn_appended(tenant_id, context_id, turn_id, vectors);
+        }
         for (label_key, value) in &extras.labels {
             if is_indexed_label(label_key) {
                 let pair = (self.intern(label_key), self.intern(value));

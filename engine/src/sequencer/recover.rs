@@ -553,6 +553,7 @@ fn apply_meta(
         }
         state.dead.apply(*first_turn_id, words);
         state.contexts.overlays.forget_dead(&state.dead);
+        state.contexts.vector_indexes.turns_died(&state.dead);
         return Ok(());
     }
     state
@@ -717,6 +718,9 @@ fn replay_overlay(
         .overlays
         .apply(record.record_id, turn_id, kind)
         .map_err(|error| damage(error.to_string()))?;
+    if kind == OverlayKind::Redact {
+        state.contexts.vector_indexes.turn_redacted(turn_id);
+    }
     if let OverlayKind::Patch { hash, len } = kind {
         let shard = &shards[usize::from(hash.shard(shards.len() as u16))];
         match shard.location(&hash) {

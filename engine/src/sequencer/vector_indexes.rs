@@ -17,7 +17,8 @@ use bytes::Bytes;
 
 use crate::error::EngineError;
 use crate::format::context_meta::{KvEntry, KvVectors, VectorIndexRecord};
-use crate::ids::{ContextId, TenantId};
+use crate::ids::{ContextId, TenantId, TurnId};
+use crate::sequencer::dead::DeadTurns;
 use crate::sequencer::vector_owners::{VectorOwner, VectorOwners};
 
 /// A live vector index, as a listing answers it.
@@ -43,6 +44,17 @@ pub struct VectorIndexes {
     /// Which entries hold each vectors blob of each live index, and what its graph must
     /// change (`vector_owners.rs`).
     pub owners: VectorOwners,
+    /// Each live turn's vectors, with its tenant and context: set at its append (a turn's
+    /// vectors never change), gone when the garbage collector collects it.
+    turns: imbl::HashMap<TurnId, TurnVectorsHeld>,
+}
+
+/// A turn's vectors as `VectorIndexes` holds them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct TurnVectorsHeld {
+    pub tenant_id: TenantId,
+    pub context_id: ContextId,
+    pub vectors: KvVectors,
 }
 
 impl VectorIndexes {
@@ -170,6 +182,85 @@ impl VectorIndexes {
         }
     }
 
+    /// Every live turn with vectors (verify).
+    pub(crate) fn turns_with_vectors(&self) -> impl Iterator<Item = (TurnId, &TurnVectorsHeld)> {
+        self.turns.iter().map(|(turn_id, held)| (*turn_id, held))
+    }
+
+    /// The vectors of a live turn (`None`: it has none).
+    pub(crate) fn of_turn(&self, turn_id: TurnId) -> Option<&TurnVectorsHeld> {
+        self.turns.get(&turn_id)
+    }
+
+    /// A turn with vectors was appended (the live path and replay alike): they count in their
+    /// index, and the turn joins the owners of their blob. Vectors of an index dropped since
+    /// count nowhere.
+    pub fn turn_appended(
+        &mut self,
+        tenant_id: TenantId,
+        context_id: ContextId,
+        turn_id: TurnId,
+        vectors: &KvVectors,
+    ) {
+        let held = TurnVectorsHeld {
+            tenant_id,
+            context_id,
+            vectors: *vectors,
+        };
+        let fresh = self.turns.insert(turn_id, held).is_none();
+        assert!(fresh, "a turn is appended once");
+        if let Some(info) = self.live.get_mut(&(tenant_id, vectors.index_id)) {
+            info.vectors += u64::from(vectors.count);
+            self.owners.add(
+                tenant_id,
+                vectors.index_id,
+                turn_owner(&held, turn_id),
+                vectors.count,
+            );
+        }
+    }
+
+    /// The garbage collector collected `dead` (a gc-dead record, live or replayed): their
+    /// vectors leave their indexes. Passes every turn with vectors once per record.
+    pub fn turns_died(&mut self, dead: &DeadTurns) {
+        if dead.is_empty() || self.turns.is_empty() {
+            return;
+        }
+        // The redacted ones left already (`turn_redacted`).
+        let gone: Vec<TurnId> = self
+            .turns
+            .keys()
+            .filter(|turn_id| dead.contains(**turn_id))
+            .copied()
+            .collect();
+        for turn_id in gone {
+            self.forget_turn(turn_id);
+        }
+    }
+
+    /// A turn was redacted: its vectors leave their index with its bytes.
+    pub fn turn_redacted(&mut self, turn_id: TurnId) {
+        self.forget_turn(turn_id);
+    }
+
+    fn forget_turn(&mut self, turn_id: TurnId) {
+        let Some(held) = self.turns.remove(&turn_id) else {
+            return;
+        };
+        let vectors = held.vectors;
+        if let Some(info) = self.live.get_mut(&(held.tenant_id, vectors.index_id)) {
+            let count = u64::from(vectors.count);
+            assert!(info.vectors >= count, "an index counts the vectors it lost");
+            info.vectors -= count;
+            self.owners.remove(
+                held.tenant_id,
+                vectors.index_id,
+                &turn_owner(&held, turn_id),
+                vectors.count,
+            );
+        }
+    }
+
     /// Whether every entry's vectors name a live index of `tenant_id` (the typed error a
     /// writer gets: the index may have been dropped since it looked it up).
     pub fn check_entries(
@@ -210,6 +301,7 @@ impl VectorIndexes {
             address: vectors.hash,
             context_id,
             key: key.clone(),
+            turn_id: TurnId::NONE,
         };
         if let Some(vectors) = old
             && let Some(info) = self.live.get_mut(&(tenant_id, vectors.index_id))
@@ -227,6 +319,16 @@ impl VectorIndexes {
             self.owners
                 .add(tenant_id, vectors.index_id, owner(vectors), vectors.count);
         }
+    }
+}
+
+/// A turn as the owner of its vectors blob.
+fn turn_owner(held: &TurnVectorsHeld, turn_id: TurnId) -> VectorOwner {
+    VectorOwner {
+        address: held.vectors.hash,
+        context_id: held.context_id,
+        key: Bytes::new(),
+        turn_id,
     }
 }
 

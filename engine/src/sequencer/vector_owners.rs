@@ -1,5 +1,5 @@
-//! `VectorOwners` (decision 0033, "The graph, next"): which key-value entries name each
-//! vectors blob of each index, what the graph must add and remove, and which additions it may
+//! `VectorOwners` (decision 0033, "The graph, next"): which key-value entries and turns name
+//! each vectors blob of each index, what the graph must add and remove, and which additions it may
 //! not hold yet. Kept by the sequencer at the one choke point that counts an index's vectors
 //! (`VectorIndexes::reindex`), published with the contexts: an owners map of a snapshot
 //! agrees with that snapshot's entries, so a search maps a graph label to the entries that
@@ -18,7 +18,7 @@ use bytes::Bytes;
 use ctxstore_vocab::le::u64_at;
 use ctxstore_vocab::vectors::Metric;
 
-use crate::ids::{BlobHash, ContextId, TenantId};
+use crate::ids::{BlobHash, ContextId, TenantId, TurnId};
 
 /// Rows a label's low bits hold: `VECTORS_PER_ENTRY_MAX`.
 pub(crate) const LABEL_ROW_BITS: u32 = 6;
@@ -42,12 +42,21 @@ pub(crate) fn base_of_label(label: u64) -> u64 {
     label >> LABEL_ROW_BITS
 }
 
-/// An entry holding a vectors blob: the blob's full address, the entry's context and key.
+/// An entry or a turn holding a vectors blob: the blob's full address, the entry's context
+/// and key (a turn: the context it was appended to, no key), the turn (`NONE`: an entry).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) struct VectorOwner {
     pub address: BlobHash,
     pub context_id: ContextId,
     pub key: Bytes,
+    pub turn_id: TurnId,
+}
+
+impl VectorOwner {
+    /// A key-value entry's (searches of entries look at these only).
+    pub fn is_entry(&self) -> bool {
+        self.turn_id.is_none()
+    }
 }
 
 /// What the graph of an index must do, in the order the sequencer made the changes.
@@ -248,6 +257,7 @@ mod tests {
             address: BlobHash([address; 32]),
             context_id: ContextId(context),
             key: Bytes::copy_from_slice(key.as_bytes()),
+            turn_id: TurnId::NONE,
         }
     }
 

@@ -8,7 +8,7 @@ use crate::error::EngineError;
 use crate::format::turn_extras::TurnExtras;
 use crate::format::turn_log::{LogRecord, TURN_FLAG_SUMMARY, TurnRecord};
 use crate::ids::{ContextId, TurnId};
-use crate::model::{Appended, Parent, TurnOptions};
+use crate::model::{Appended, Parent, TurnOptions, TurnVectors};
 use crate::pipeline::{BatchReply, ShardBatch, TurnAppend, TurnBlob};
 use crate::sequencer::actor::{Answer, HeadMove, Savepoint, SequencerActor};
 use crate::sequencer::heads::HeadState;
@@ -143,6 +143,34 @@ impl SequencerActor {
         }
         for link in &extras.links {
             self.gc.note_turn(*link);
+        }
+        if let Some(vectors) = &extras.vectors {
+            // The engine stored the blob durably before it sent the append; the index may
+            // have been dropped since it looked it up.
+            let tenant_id = self
+                .contexts
+                .get(append.context_id)
+                .map(|info| info.tenant_id)
+                .ok_or(EngineError::ContextNotFound(append.context_id))?;
+            if self
+                .contexts
+                .vector_indexes
+                .get(tenant_id, vectors.index_id)
+                .is_none()
+            {
+                return Err(EngineError::VectorIndexNotFound(format!(
+                    "vector index {} (dropped while the append was on its way)",
+                    vectors.index_id
+                )));
+            }
+            self.gc.name_blob(&vectors.hash)?;
+            assert!(
+                self.published
+                    .shard_of(&vectors.hash)
+                    .contains(&vectors.hash),
+                "the vectors blob {} of an append is not durable",
+                vectors.hash
+            );
         }
         // The pipeline made the blob durable before the append got here, or it is pending in
         // a shard batch this batch waits for before it publishes: a published turn never
@@ -323,12 +351,20 @@ impl SequencerActor {
     }
 }
 
-/// A turn's key, labels and links in their stored order, refused past their limits.
+/// A turn's key, labels, links and vectors in their stored order, refused past their limits.
 fn normalized_extras(options: &mut TurnOptions) -> Result<TurnExtras, EngineError> {
+    let vectors = match options.vectors.take() {
+        None => None,
+        Some(TurnVectors::Stored(vectors)) => Some(vectors),
+        Some(TurnVectors::Given { .. }) => {
+            unreachable!("the engine stores a turn's vectors before the append reaches here")
+        }
+    };
     TurnExtras {
         key: options.key.take().map(Vec::from).unwrap_or_default(),
         labels: std::mem::take(&mut options.labels),
         links: std::mem::take(&mut options.links),
+        vectors,
     }
     .normalize()
     .map_err(|over| EngineError::Limit {

@@ -84,6 +84,7 @@ impl SequencerActor {
         }
         self.gc.dead.extend(&dead);
         self.contexts.overlays.forget_dead(&dead);
+        self.contexts.vector_indexes.turns_died(&dead);
         self.gc.condemned = Some(condemned);
         self.batch.dead_changed = true;
         Ok(GcFenced::Fenced)

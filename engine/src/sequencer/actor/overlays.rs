@@ -52,6 +52,10 @@ impl SequencerActor {
         self.push_meta(turn.context_id, &change, now);
         let applied = self.contexts.overlays.apply(seq, turn.turn_id, kind);
         assert!(applied.is_ok(), "checked overlay refused: {applied:?}");
+        // A redacted turn's vectors go with its bytes: out of every search and the graph.
+        if kind == OverlayKind::Redact {
+            self.contexts.vector_indexes.turn_redacted(turn.turn_id);
+        }
         seq
     }
 

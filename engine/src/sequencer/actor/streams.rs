@@ -249,6 +249,7 @@ impl SequencerActor {
             labels: extras.labels.clone(),
             links: extras.links.clone(),
             summary: open.summary,
+            vectors: None,
         };
         let append = AppendRequest {
             context_id: stream.context_id,
