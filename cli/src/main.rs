@@ -30,8 +30,8 @@ use serde_json::json;
 
 use args::{Cli, Command};
 use commands::{
-    append, backup, blob, ctx, gc, index, kv, overlays, ping, read_turns, stats, streams, tenant,
-    tree, vector_search,
+    append, backup, blob, ctx, gc, index, kv, overlays, ping, read_turns, search_turns, stats,
+    streams, tenant, tree, vector_search,
 };
 use exits::{EXIT_USAGE, StdoutClosed, classify};
 use input::LocalInput;
@@ -105,6 +105,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         Command::Kv(command) => kv(&client, &out, command, local.payload),
         Command::Index(command) => index(&client, &out, command),
         Command::Search(search) => vector_search(&client, &out, search),
+        Command::SearchTurns(search) => search_turns(&client, &out, search),
         Command::Tenant(command) => tenant(&client, &out, command),
         Command::Head { context } => out.head(&client.head(context.clone())?),
         Command::Append { .. } => append(&client, &out, &cli.command, local.payload),

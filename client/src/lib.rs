@@ -147,7 +147,7 @@ mod types;
 
 pub use calls::{
     NewStream, STREAM_READER_BYTES_MAX, STREAM_READER_WAIT, StreamChunk, StreamFollow, StreamInfo,
-    StreamReader, StreamState, VectorQuery, Watched,
+    StreamReader, StreamState, TurnHit, TurnHits, TurnVectorQuery, VectorQuery, Watched,
 };
 pub use chunking::{ChunkingConfig, split_into_chunks};
 pub use client::{

@@ -33,7 +33,7 @@ pub use message::*;
 
 /// The newest protocol version this crate speaks. HELLO negotiates the highest version both
 /// sides speak.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 /// The first version whose APPEND_TURNS may carry a payload the client compressed
 /// (`PayloadSpec::Zstd`, TURN_SPEC flag `ZSTD`, issue 38).
 pub const ZSTD_PAYLOADS_SINCE_VERSION: u16 = 3;

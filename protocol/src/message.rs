@@ -1,4 +1,4 @@
-//! The message types of protocol versions 1 to 5, their flags and limits, and the wire
+//! The message types of protocol versions 1 to 7, their flags and limits, and the wire
 //! structs several messages share. The messages themselves are values of their family's types
 //! (`codec/`: `Request`, `Response`, `ReadsRequest`, …). Byte layouts: docs/protocol.md and
 //! `codec/`. A response's type is its request's type with the high bit set; ERROR is
@@ -7,7 +7,7 @@
 //! payloads stored as chunks the server may already have (PUT_CHUNKED, issue 16). Version 4
 //! (decision 0031) adds ROLE, the frame flag `ACK_AFTER` and two error codes; version 5
 //! (decision 0032) TENANT_LIST, TENANT_DELETE, TENANT_ROTATE_KEY and QUOTA_EXCEEDED; version 6
-//! (decision 0033) vector search.
+//! (decision 0033) vector search; version 7 vectors on turns and the search over them.
 
 use bytes::Bytes;
 
@@ -189,6 +189,9 @@ message_table! {
     VectorIndexList = 0x003F, "VECTOR_INDEX_LIST", Vectors(vectors), 6 => VectorIndexes;
     VectorSearch = 0x0040, "VECTOR_SEARCH", Vectors(vectors), 6 => VectorHits;
     KvPutVectors = 0x0041, "KV_PUT_VECTORS", Vectors(vectors), 6 => Stored;
+    // Version 7: vectors on turns and the search over them (issue 49, decision 0033).
+    AppendTurnsVectors = 0x0042, "APPEND_TURNS_VECTORS", Vectors(vectors), 7 => TurnsStored(crate::codec::appends::AppendedTurns);
+    VectorSearchTurns = 0x0043, "VECTOR_SEARCH_TURNS", Vectors(vectors), 7 => TurnHits;
 }
 
 pub const RESPONSE_BIT: u16 = 0x8000;
@@ -232,6 +235,7 @@ impl MessageType {
             MessageType::AppendTurn
                 | MessageType::AppendTurnByHash
                 | MessageType::AppendTurns
+                | MessageType::AppendTurnsVectors
                 | MessageType::StreamSeal
                 | MessageType::KvPut
                 | MessageType::KvPutEx

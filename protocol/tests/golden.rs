@@ -2293,6 +2293,134 @@ fn golden_vectors_v6_decode_and_reencode_byte_exactly() {
     );
 }
 
+/// Version 7 (issue 49, decision 0033): vectors on turns and the search over them.
+fn vectors_v7() -> Vec<Vector> {
+    use Frame::{Request as Q, Response as R};
+    vec![
+        (
+            "append_turns_vectors",
+            86,
+            Q(Request::Vectors(VectorsRequest::AppendTurnsVectors(
+                vectors::AppendTurnsVectors {
+                    context: ContextRef::Name("thread-1".into()),
+                    expected_head: Some(42),
+                    index: "recall".into(),
+                    dims: 3,
+                    turns: vec![
+                        vectors::VectorTurnWire {
+                            spec: TurnSpec {
+                                parent: ParentWire::Head,
+                                type_tag: 1,
+                                codec: 0,
+                                summary: false,
+                                extras: ExtrasWire {
+                                    key: Bytes::new(),
+                                    labels: vec![("role".into(), "user".into())],
+                                    links: vec![],
+                                },
+                                payload: PayloadSpec::Bytes(Bytes::from_static(b"hi")),
+                            },
+                            vectors: vec![vec![1.0, 0.0, -0.5]],
+                        },
+                        vectors::VectorTurnWire {
+                            spec: TurnSpec {
+                                parent: ParentWire::Head,
+                                type_tag: 2,
+                                codec: 0,
+                                summary: false,
+                                extras: ExtrasWire {
+                                    key: Bytes::new(),
+                                    labels: vec![],
+                                    links: vec![],
+                                },
+                                payload: PayloadSpec::Bytes(Bytes::from_static(b"ok")),
+                            },
+                            vectors: vec![],
+                        },
+                    ],
+                },
+            ))),
+            "APPEND_TURNS_VECTORS to \"thread-1\" if its head is turn 42, index \"recall\" of 3 \
+             dimensions: \"hi\" (role=user) with one vector, then \"ok\" with none",
+        ),
+        (
+            "turns_stored",
+            86,
+            R(Response::Vectors(VectorsResponse::TurnsStored(
+                appends::AppendedTurns {
+                    turns: vec![AppendedWire {
+                        turn: turn(),
+                        deduped: false,
+                        existing: false,
+                    }],
+                },
+            ))),
+            "APPEND_TURNS_VECTORS' answer: APPENDED_TURNS, turn 42",
+        ),
+        (
+            "vector_search_turns",
+            87,
+            Q(Request::Vectors(VectorsRequest::VectorSearchTurns(
+                vectors::VectorSearchTurns {
+                    index: "recall".into(),
+                    vector: vec![1.0, 0.0, 0.0],
+                    k: 5,
+                    offset: 0,
+                    search_flags: vectors::vector_search_flags::TYPE_TAG,
+                    ef_search: 0,
+                    context: ContextRef::Id(0),
+                    name_prefix: "user-42/".into(),
+                    tags: vec![("project".into(), "x".into())],
+                    labels: vec![("role".into(), "user".into())],
+                    type_tag: 1,
+                },
+            ))),
+            "VECTOR_SEARCH_TURNS in \"recall\" for (1, 0, 0): 5 turns of the contexts named \
+             user-42/… tagged project=x, labelled role=user, of type 1",
+        ),
+        (
+            "turn_hits",
+            87,
+            R(Response::Vectors(VectorsResponse::TurnHits(
+                vectors::TurnHits {
+                    method: vectors::vector_search_method::GRAPH,
+                    candidates: 300,
+                    hits: vec![vectors::TurnHitWire {
+                        turn: turn(),
+                        score: 0.75,
+                    }],
+                },
+            ))),
+            "TURN_HITS: the graph walked, 300 vectors compared, turn 42 scoring 0.75",
+        ),
+    ]
+}
+
+#[test]
+fn golden_vectors_v7_decode_and_reencode_byte_exactly() {
+    check_golden(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden-v7.txt"),
+        7,
+        vectors_v7(),
+    );
+}
+
+/// A connection of version 1 to 6 gets UNKNOWN_MESSAGE for every message of version 7.
+#[test]
+fn a_version_6_connection_refuses_the_turn_vector_messages() {
+    for (name, req_id, frame, _) in vectors_v7() {
+        let Frame::Request(request) = frame else {
+            continue;
+        };
+        let code = request.message_type().code();
+        let (header, body) = split(&encode(req_id, &Frame::Request(request)));
+        for version in 1..7 {
+            let refused = decode_request_as(version, &header, body.clone());
+            assert_eq!(refused, Err(DecodeError::UnknownMessage(code)), "{name}");
+        }
+    }
+}
+
 /// A connection of version 1 to 5 gets UNKNOWN_MESSAGE for every message of version 6.
 #[test]
 fn a_version_5_connection_refuses_the_vector_messages() {

@@ -1576,7 +1576,7 @@ fn strictness() {
     assert!(matches!(error, DecodeError::Truncated { .. }));
     let unknown = FrameHeader {
         len: 0,
-        msg_type: 0x0042,
+        msg_type: 0x00F0,
         flags: 0,
         req_id: 1,
     };

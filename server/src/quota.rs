@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use ctxstore_engine::EngineError;
 use ctxstore_engine::quota::{Quota, QuotaExceeded};
-use ctxstore_protocol::{AppendsRequest, KvRequest, StreamsRequest, appends};
+use ctxstore_protocol::{AppendsRequest, KvRequest, StreamsRequest, VectorsRequest, appends};
 use ctxstore_protocol::{ErrorCode, Request, Response};
 
 use crate::tenants_file::TenantsFile;
@@ -233,6 +233,8 @@ pub fn appends_in(request: &Request) -> u64 {
         Request::Streams(StreamsRequest::StreamAppend(_) | StreamsRequest::StreamSeal(_)) => 1,
         Request::Kv(KvRequest::KvPut(put)) => put.entries.len() as u64,
         Request::Kv(KvRequest::KvPutEx(put)) => put.entries.len() as u64,
+        Request::Vectors(VectorsRequest::KvPutVectors(put)) => put.entries.len() as u64,
+        Request::Vectors(VectorsRequest::AppendTurnsVectors(append)) => append.turns.len() as u64,
         Request::AckAfter { request, .. } => appends_in(request),
         _ => 0,
     }

@@ -246,7 +246,7 @@ enum Case {
     /// The operator's only: a tenant is refused UNAUTHORIZED.
     OperatorOnly(Request),
     /// A's ids against absent ones.
-    Twin(Twin),
+    Twin(Box<Twin>),
     /// A listing or search through B: it finds nothing of A's.
     Empty(Request),
     /// TENANT_LIST: B's token is answered B's own entry only (its STATS); the operator's,
@@ -274,12 +274,12 @@ fn case(message: MessageType, a: &Held, x: &Held, b_context: u64) -> Case {
             .collect()
     };
     let pair = |fields: &[F], build: &dyn Fn(&Held) -> Request| {
-        Case::Twin(Twin {
+        Case::Twin(Box::new(Twin {
             mine: build(a),
             absent: build(x),
             ids: ids(a, fields),
             absent_ids: ids(x, fields),
-        })
+        }))
     };
     match message {
         M::Hello | M::Ping | M::Role => Case::Untouched,
@@ -676,6 +676,48 @@ fn case(message: MessageType, a: &Held, x: &Held, b_context: u64) -> Case {
         }),
         M::KvPutVectors => pair(&[F::Context], &|h| {
             put_vectors(h.context, b"memory/1", "injected").into()
+        }),
+        M::AppendTurnsVectors => pair(&[F::Context], &|h| {
+            vectors::AppendTurnsVectors {
+                context: id(h),
+                expected_head: None,
+                index: "memories".into(),
+                dims: 3,
+                turns: vec![vectors::VectorTurnWire {
+                    spec: ctxstore_protocol::TurnSpec {
+                        parent: ctxstore_protocol::ParentWire::Head,
+                        type_tag: 1,
+                        codec: 0,
+                        summary: false,
+                        extras: ctxstore_protocol::ExtrasWire {
+                            key: Bytes::new(),
+                            labels: vec![],
+                            links: vec![],
+                        },
+                        payload: ctxstore_protocol::PayloadSpec::Bytes(Bytes::from_static(
+                            b"injected",
+                        )),
+                    },
+                    vectors: vec![vec![1.0, 0.0, 0.0]],
+                }],
+            }
+            .into()
+        }),
+        M::VectorSearchTurns => pair(&[F::Context], &|h| {
+            vectors::VectorSearchTurns {
+                index: "memories".into(),
+                vector: vec![1.0, 0.0, 0.0],
+                k: 10,
+                offset: 0,
+                search_flags: 0,
+                ef_search: 0,
+                context: id(h),
+                name_prefix: String::new(),
+                tags: vec![],
+                labels: vec![],
+                type_tag: 0,
+            }
+            .into()
         }),
         M::StreamFollow => pair(&[F::StreamOpen], &|h| {
             streams::StreamFollow {

@@ -294,3 +294,145 @@ fn the_server_refuses_what_it_cannot_store_or_evaluate() {
     );
     drop(server);
 }
+
+/// Protocol version 7: turns appended with their vectors (APPEND_TURNS_VECTORS) and found by
+/// meaning (VECTOR_SEARCH_TURNS) among one context's chain, the contexts under a name prefix
+/// or with a tag, by label and type; refusals typed with nothing written; the same answers
+/// after a restart; a version-6 connection finds the messages unknown.
+#[test]
+fn turns_are_found_by_meaning_across_contexts_and_kept_across_a_restart() {
+    use ctxstore_client::{NewContext, NewTurn, TurnVectorQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let server = spawn_binary(dir.path(), &[]);
+    let client = blocking_client(&server);
+    client
+        .vector_index_create("recall", 2, Metric::Cosine, 0)
+        .unwrap();
+    let open = |name: &str, user: &str| {
+        let new = NewContext::new().name(name).tag("user", user);
+        client.open_context(new).unwrap().context.context_id
+    };
+    let (a, b, c) = (open("u42/a", "42"), open("u42/b", "42"), open("u7/c", "7"));
+    // Ten turns per context around the unit circle, each context a third of a turn on;
+    // roles alternate, and so do the types.
+    let mut ids = std::collections::HashMap::new();
+    for (offset, context) in [(0.0f32, a), (0.33, b), (0.66, c)] {
+        let turns = (0..10)
+            .map(|i| {
+                let angle = (offset + i as f32 * 0.01) * std::f32::consts::TAU;
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                let turn = NewTurn::bytes(format!("{context}/{i}"))
+                    .type_tag(1 + i % 2)
+                    .label("role", role);
+                (turn, vec![vec![angle.cos(), angle.sin()]])
+            })
+            .collect();
+        let appended = client
+            .append_turns_vectors(ClientRef::Id(context), None, "recall", 2, turns)
+            .unwrap();
+        for (i, turn) in appended.iter().enumerate() {
+            ids.insert(turn.turn.turn.turn_id, (context, i));
+        }
+    }
+    assert_eq!(client.vector_indexes().unwrap()[0].vectors, 30);
+    let found = |query: TurnVectorQuery| -> Vec<(u64, usize)> {
+        let hits = client.vector_search_turns(query).unwrap();
+        hits.hits.iter().map(|hit| ids[&hit.turn.turn_id]).collect()
+    };
+    let near_a = vec![1.0, 0.001];
+    // Every context: A's turns are nearest.
+    let everything = found(TurnVectorQuery::new("recall", near_a.clone(), 3));
+    assert_eq!(everything, [(a, 0), (a, 1), (a, 2)]);
+    // Only B's chain, then the u42 contexts without their first, then user 7's tag.
+    let mut only_b = TurnVectorQuery::new("recall", near_a.clone(), 2);
+    only_b.context = Some(ClientRef::Id(b));
+    assert_eq!(found(only_b), [(b, 0), (b, 1)]);
+    let mut by_prefix = TurnVectorQuery::new("recall", near_a.clone(), 12);
+    by_prefix.name_prefix = "u42/".into();
+    assert_eq!(found(by_prefix).len(), 12);
+    let mut by_tag = TurnVectorQuery::new("recall", near_a.clone(), 20);
+    by_tag.tags = vec![("user".into(), "7".into())];
+    let sevens = found(by_tag);
+    assert_eq!(sevens.len(), 10, "exactly the ten that pass");
+    assert!(sevens.iter().all(|(context, _)| *context == c));
+    // Labels and the type: exactly k of those that pass, with an offset.
+    let mut assistants = TurnVectorQuery::new("recall", near_a.clone(), 3);
+    assistants.labels = vec![("role".into(), "assistant".into())];
+    assistants.offset = 1;
+    assert_eq!(found(assistants), [(a, 3), (a, 5), (a, 7)]);
+    let mut typed = TurnVectorQuery::new("recall", near_a.clone(), 30);
+    typed.type_tag = Some(1);
+    assert_eq!(found(typed).len(), 15);
+
+    // Refused, typed, nothing written.
+    let refused = |error: ClientError, code: ErrorCode, says: &str| {
+        assert_eq!(server_code(&error), Some(code), "{error}");
+        assert!(
+            error.to_string().contains(says),
+            "{error} should say {says}"
+        );
+    };
+    let wrong = vec![(NewTurn::bytes("x"), vec![vec![1.0, 0.0, 0.0]])];
+    refused(
+        client
+            .append_turns_vectors(ClientRef::Id(a), None, "recall", 3, wrong)
+            .unwrap_err(),
+        ErrorCode::InvalidArgument,
+        "3 dimensions",
+    );
+    let crowded = vec![(NewTurn::bytes("x"), vec![vec![1.0, 0.0]; 17])];
+    refused(
+        client
+            .append_turns_vectors(ClientRef::Id(a), None, "recall", 2, crowded)
+            .unwrap_err(),
+        ErrorCode::TooLarge,
+        "vectors per turn",
+    );
+    let absent = vec![(NewTurn::bytes("x"), vec![vec![1.0, 0.0]])];
+    refused(
+        client
+            .append_turns_vectors(ClientRef::Id(a), None, "absent", 2, absent)
+            .unwrap_err(),
+        ErrorCode::NotFound,
+        "absent",
+    );
+    assert_eq!(client.vector_indexes().unwrap()[0].vectors, 30);
+    let head_a = client.head(ClientRef::Id(a)).unwrap();
+    assert_eq!(ids[&head_a.head_turn_id], (a, 9), "nothing was appended");
+    drop(client);
+    drop(server);
+
+    // Restarted: the same answers, from the log.
+    let server = spawn_binary(dir.path(), &[]);
+    let client = blocking_client(&server);
+    assert_eq!(client.vector_indexes().unwrap()[0].vectors, 30);
+    let hits = client
+        .vector_search_turns(TurnVectorQuery::new("recall", near_a, 3))
+        .unwrap();
+    let again: Vec<_> = hits.hits.iter().map(|hit| ids[&hit.turn.turn_id]).collect();
+    assert_eq!(again, everything);
+    assert!(hits.exact);
+
+    // A connection of version 6 does not know the messages.
+    let mut old = Raw::connect(server.addr.parse().unwrap());
+    old.hello_versions(b"", 1, 6);
+    let search = Request::from(vectors::VectorSearchTurns {
+        index: "recall".into(),
+        vector: vec![1.0, 0.0],
+        k: 1,
+        offset: 0,
+        search_flags: 0,
+        ef_search: 0,
+        context: ContextRef::Id(0),
+        name_prefix: String::new(),
+        tags: vec![],
+        labels: vec![],
+        type_tag: 0,
+    });
+    let unknown = old.call(1, &search);
+    assert_eq!(
+        error_code(&unknown),
+        Some(ErrorCode::UnknownMessage),
+        "{unknown:?}"
+    );
+}

@@ -22,7 +22,7 @@ mod vectors;
 use contexts::parse_ttl;
 pub(crate) use contexts::{CtxCommand, Ttl};
 pub(crate) use kv::KvCommand;
-pub(crate) use vectors::{IndexCommand, SearchArgs};
+pub(crate) use vectors::{IndexCommand, SearchArgs, SearchTurnsArgs, VectorArg};
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
 /// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire
@@ -303,6 +303,12 @@ pub(crate) enum Command {
     /// whenever k or more pass --prefix and --filter. Prints key, score, value_hash,
     /// value_len per hit (protocol version 6).
     Search(SearchArgs),
+    /// The turns nearest a query vector among the contexts named (--context, --name-prefix,
+    /// --tag; none: every context of your tenant), best first: exactly k whenever k or more
+    /// pass --label and --type. Each context's turns are those a read of it returns (a fork's
+    /// inherited ones included). Prints turn_id, context_id, depth, type, score and
+    /// payload_hash per hit (protocol version 7).
+    SearchTurns(SearchTurnsArgs),
     /// The tenants the server serves, with their usage, quotas and refusals: list, show;
     /// erasure: delete; a new data key: rotate-key (the operator's token; protocol version 5);
     /// and, on the server's host, edits of its tenants file: create, quota
@@ -373,6 +379,14 @@ pub(crate) enum Command {
         /// Protocol version 4.
         #[arg(long, value_name = "local|remote", value_parser = parse_durability)]
         durability: Option<Durability>,
+        /// The vector index the --vector ones belong to (protocol version 7): the turn is
+        /// appended with them, and `search-turns` finds it by meaning.
+        #[arg(long, value_name = "NAME")]
+        index: Option<String>,
+        /// A vector of the turn, comma-separated numbers (repeat it for several, ≤ 16).
+        #[arg(long, requires = "index", allow_hyphen_values = true,
+            value_parser = vectors::parse_vector)]
+        vector: Vec<vectors::VectorArg>,
     },
     /// Show one turn: by its id (turn TURN) or by its key (turn CTX --key K).
     ///

@@ -71,6 +71,45 @@ pub(crate) struct SearchArgs {
     pub exact: bool,
 }
 
+/// `search-turns`' arguments.
+#[derive(clap::Args, Debug)]
+pub(crate) struct SearchTurnsArgs {
+    /// The vector index.
+    pub index: String,
+    /// The query: comma-separated numbers (`0.1,-0.3,…`).
+    #[arg(long, value_parser = parse_vector, required_unless_present = "vector_file",
+        allow_hyphen_values = true)]
+    pub vector: Option<VectorArg>,
+    /// The query from a file: a JSON array of numbers.
+    #[arg(long, conflicts_with = "vector")]
+    pub vector_file: Option<PathBuf>,
+    /// Hits wanted (1..=1000).
+    #[arg(short, long, default_value_t = 10)]
+    pub k: u16,
+    /// Hits skipped before the k answered.
+    #[arg(long, default_value_t = 0)]
+    pub offset: u16,
+    /// Only this context's turns (a ContextID, or @NAME): its chain as a read returns it.
+    #[arg(long, value_parser = parse_context)]
+    pub context: Option<ContextRef>,
+    /// Only the turns of contexts whose name starts with this.
+    #[arg(long)]
+    pub name_prefix: Option<String>,
+    /// Only the turns of contexts carrying this tag KEY=VALUE (repeat: every one).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = super::parse_tag)]
+    pub tags: Vec<(String, String)>,
+    /// Only turns carrying this label KEY=VALUE (repeat: every one; at most 16).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = super::parse_tag)]
+    pub labels: Vec<(String, String)>,
+    /// Only turns of this type tag.
+    #[arg(long = "type")]
+    pub type_tag: Option<u64>,
+    /// Compare every candidate exactly, never walking the index's graph (by default the
+    /// server walks it past 10,000 candidate vectors).
+    #[arg(long)]
+    pub exact: bool,
+}
+
 pub(crate) fn parse_metric(text: &str) -> Result<Metric, String> {
     Metric::from_name(text)
         .ok_or_else(|| format!("{text:?} is not a metric: cosine, inner_product or l2"))

@@ -1,6 +1,7 @@
 //! `append`: APPEND_TURN when no option needs more (any server), else the version-2 append
 //! with `--parent/--root/--key/--label/--link/--summary`.
 
+use anyhow::Context;
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
 use ctxstore_client::{NewTurn, Parent, Turn};
@@ -29,6 +30,8 @@ pub(crate) fn append(
         labels,
         links,
         summary,
+        index,
+        vector,
         ..
     } = command
     else {
@@ -41,7 +44,8 @@ pub(crate) fn append(
         && key.is_none()
         && labels.is_empty()
         && links.is_empty()
-        && !summary;
+        && !summary
+        && index.is_none();
     if plain {
         // APPEND_TURN: what version 1 has, so a plain append works with any server.
         let appended = client.append(context.clone(), *expect_head, *type_tag, codec, payload)?;
@@ -59,6 +63,22 @@ pub(crate) fn append(
     turn.key = key.clone().map(Bytes::from);
     turn.labels = labels.clone();
     turn.links = links.clone();
+    if let Some(index) = index {
+        let vectors: Vec<Vec<f32>> = vector.iter().map(|vector| vector.0.clone()).collect();
+        let dims = vectors.first().map_or(0, Vec::len);
+        let dims = u16::try_from(dims).context("a vector has at most 4096 components")?;
+        let mut appended = client.append_turns_vectors(
+            context.clone(),
+            *expect_head,
+            index,
+            dims,
+            vec![(turn, vectors)],
+        )?;
+        let Some(appended) = appended.pop() else {
+            anyhow::bail!("append: the server answered no turn");
+        };
+        return out.appended(&appended.turn.turn, appended.deduped, appended.existing);
+    }
     let appended = client.append_turn(context.clone(), *expect_head, turn)?;
     out.appended(&appended.turn.turn, appended.deduped, appended.existing)
 }

@@ -25,4 +25,4 @@ pub(crate) use streams::streams;
 pub(crate) use tenants::tenant;
 pub(crate) use tenants_file::edit as edit_tenants_file;
 pub(crate) use tree::tree;
-pub(crate) use vectors::{index, search as vector_search};
+pub(crate) use vectors::{index, search as vector_search, search_turns};

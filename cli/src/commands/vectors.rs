@@ -3,10 +3,12 @@
 use anyhow::Context;
 use bytes::Bytes;
 use ctxstore_client::blocking::Client;
-use ctxstore_client::{ClientError, ErrorCode, Metric, VectorHits, VectorIndex, VectorQuery};
+use ctxstore_client::{
+    ClientError, ErrorCode, Metric, TurnHits, TurnVectorQuery, VectorHits, VectorIndex, VectorQuery,
+};
 use serde_json::json;
 
-use crate::args::{IndexCommand, SearchArgs};
+use crate::args::{IndexCommand, SearchArgs, SearchTurnsArgs};
 use crate::output::{Output, readable};
 
 /// `index …`: the tenant's vector indexes.
@@ -30,16 +32,7 @@ pub(crate) fn index(client: &Client, out: &Output, command: &IndexCommand) -> an
 
 /// `search`: the hits, best first.
 pub(crate) fn search(client: &Client, out: &Output, search: &SearchArgs) -> anyhow::Result<()> {
-    let vector = match (&search.vector, &search.vector_file) {
-        (Some(vector), _) => vector.0.clone(),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading the query vector from {}", path.display()))?;
-            serde_json::from_str::<Vec<f32>>(&text)
-                .with_context(|| format!("{} is not a JSON array of numbers", path.display()))?
-        }
-        (None, None) => anyhow::bail!("search needs --vector or --vector-file"),
-    };
+    let vector = query_vector(search.vector.as_ref(), search.vector_file.as_ref())?;
     if let Some(filter) = &search.filter {
         serde_json::from_str::<serde_json::Value>(filter)
             .with_context(|| format!("--filter {filter:?} is not JSON"))?;
@@ -55,16 +48,61 @@ pub(crate) fn search(client: &Client, out: &Output, search: &SearchArgs) -> anyh
         ef_search: 0,
     };
     let hits = client.vector_search(search.context.clone(), query);
-    let hits = hits.map_err(|error| match error {
+    out.vector_hits(&hits.map_err(|error| upgrade_hint(error, 6))?)
+}
+
+/// `search-turns`: the turns found, best first.
+pub(crate) fn search_turns(
+    client: &Client,
+    out: &Output,
+    search: &SearchTurnsArgs,
+) -> anyhow::Result<()> {
+    let vector = query_vector(search.vector.as_ref(), search.vector_file.as_ref())?;
+    let query = TurnVectorQuery {
+        index: search.index.clone(),
+        vector,
+        k: search.k,
+        offset: search.offset,
+        context: search.context.clone(),
+        name_prefix: search.name_prefix.clone().unwrap_or_default(),
+        tags: search.tags.clone(),
+        labels: search.labels.clone(),
+        type_tag: search.type_tag,
+        exact: search.exact,
+        ef_search: 0,
+    };
+    let hits = client.vector_search_turns(query);
+    out.turn_hits(&hits.map_err(|error| upgrade_hint(error, 7))?)
+}
+
+/// The query from `--vector` or `--vector-file` (a JSON array of numbers).
+fn query_vector(
+    vector: Option<&crate::args::VectorArg>,
+    file: Option<&std::path::PathBuf>,
+) -> anyhow::Result<Vec<f32>> {
+    match (vector, file) {
+        (Some(vector), _) => Ok(vector.0.clone()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the query vector from {}", path.display()))?;
+            serde_json::from_str::<Vec<f32>>(&text)
+                .with_context(|| format!("{} is not a JSON array of numbers", path.display()))
+        }
+        (None, None) => anyhow::bail!("a search needs --vector or --vector-file"),
+    }
+}
+
+/// An older server answers a message it does not know UNKNOWN_MESSAGE: say which version.
+fn upgrade_hint(error: ClientError, version: u16) -> anyhow::Error {
+    match error {
         ClientError::Server {
             code: ErrorCode::UnknownMessage,
             ..
         } => anyhow::anyhow!(
-            "the server does not speak protocol version 6 (vector search): upgrade it"
+            "the server does not speak protocol version {version} (vector search): upgrade it"
         ),
         other => other.into(),
-    })?;
-    out.vector_hits(&hits)
+    }
 }
 
 impl Output {
@@ -89,6 +127,35 @@ impl Output {
                 index.vectors
             ))
         }
+    }
+
+    fn turn_hits(&self, hits: &TurnHits) -> anyhow::Result<()> {
+        for hit in &hits.hits {
+            let turn = &hit.turn;
+            if self.json {
+                self.line(&json!({
+                    "turn_id": turn.turn_id,
+                    "context_id": turn.context_id,
+                    "depth": turn.depth,
+                    "type": turn.type_tag,
+                    "score": hit.score,
+                    "payload_hash": turn.payload_hash.to_hex(),
+                    "payload_len": turn.payload_len,
+                }))?;
+            } else {
+                self.text(&format!(
+                    "turn {} context {} depth {} type {} {:.6} {} bytes {}",
+                    turn.turn_id,
+                    turn.context_id,
+                    turn.depth,
+                    turn.type_tag,
+                    hit.score,
+                    turn.payload_len,
+                    turn.payload_hash
+                ))?;
+            }
+        }
+        Ok(())
     }
 
     fn vector_hits(&self, hits: &VectorHits) -> anyhow::Result<()> {

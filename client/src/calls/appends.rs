@@ -19,6 +19,14 @@ use crate::client::{Client, check_pair};
 use crate::config::Idempotency;
 use crate::error::ClientError;
 use crate::types::{Appended, AppendedTurn, BlobHash, NewTurn, Turn, TurnInfo};
+use ctxstore_protocol::vectors::VectorTurnWire;
+
+/// The vectors of an APPEND_TURNS_VECTORS: per turn, in order.
+struct TurnsVectors {
+    index: String,
+    dims: u16,
+    vectors: Vec<Vec<Vec<f32>>>,
+}
 
 #[blocking_twin(crate::blocking::Client)]
 impl Client {
@@ -166,7 +174,52 @@ impl Client {
         expected_head: Option<u64>,
         turns: Vec<NewTurn>,
     ) -> Result<Vec<AppendedTurn>, ClientError> {
-        let context = context.into();
+        self.send_turns(context.into(), expected_head, turns, None)
+            .await
+    }
+
+    /// `append_turns` with each turn's vectors (APPEND_TURNS_VECTORS, protocol version 7): up
+    /// to 16 per turn, all of `index`, each of `dims` finite components (checked here before
+    /// sending; an empty list: that turn has none). The server stores each turn's vectors as
+    /// one blob before the turns, and `vector_search_turns` finds them.
+    pub async fn append_turns_vectors(
+        &self,
+        context: impl Into<ContextRef>,
+        expected_head: Option<u64>,
+        index: &str,
+        dims: u16,
+        turns: Vec<(NewTurn, Vec<Vec<f32>>)>,
+    ) -> Result<Vec<AppendedTurn>, ClientError> {
+        for (at, (_, vectors)) in turns.iter().enumerate() {
+            for (number, vector) in vectors.iter().enumerate() {
+                if vector.len() != usize::from(dims) || !ctxstore_vocab::vectors::all_finite(vector)
+                {
+                    return Err(ClientError::InvalidArgument(format!(
+                        "turn {at}'s vector {number} has {} components, not {dims} finite ones",
+                        vector.len()
+                    )));
+                }
+            }
+        }
+        let (turns, vectors): (Vec<NewTurn>, Vec<Vec<Vec<f32>>>) = turns.into_iter().unzip();
+        let vectors = TurnsVectors {
+            index: index.to_owned(),
+            dims,
+            vectors,
+        };
+        self.send_turns(context.into(), expected_head, turns, Some(vectors))
+            .await
+    }
+
+    /// APPEND_TURNS, or APPEND_TURNS_VECTORS with `vectors`: keys, chunks and compression as
+    /// `append_turns` says.
+    async fn send_turns(
+        &self,
+        context: ContextRef,
+        expected_head: Option<u64>,
+        turns: Vec<NewTurn>,
+        vectors: Option<TurnsVectors>,
+    ) -> Result<Vec<AppendedTurn>, ClientError> {
         let mut turns = turns;
         if self.auto_keys() {
             for turn in turns.iter_mut().filter(|turn| turn.key.is_none()) {
@@ -184,12 +237,34 @@ impl Client {
                 spec.payload = self.payload_spec(bytes.clone());
             }
         }
-        let request = appends::AppendTurns {
-            context: context.clone(),
-            expected_head,
-            turns: specs,
+        let answered = match vectors {
+            None => {
+                let request = appends::AppendTurns {
+                    context: context.clone(),
+                    expected_head,
+                    turns: specs,
+                };
+                self.ask(request).await?.turns
+            }
+            Some(TurnsVectors {
+                index,
+                dims,
+                vectors,
+            }) => {
+                let request = ctxstore_protocol::vectors::AppendTurnsVectors {
+                    context: context.clone(),
+                    expected_head,
+                    index,
+                    dims,
+                    turns: specs
+                        .into_iter()
+                        .zip(vectors)
+                        .map(|(spec, vectors)| VectorTurnWire { spec, vectors })
+                        .collect(),
+                };
+                self.ask(request).await?.turns
+            }
         };
-        let answered = self.ask(request).await?.turns;
         if answered.len() != asked.len() {
             return Err(ClientError::Protocol(format!(
                 "APPEND_TURNS of {} turns answered {}",

@@ -20,4 +20,4 @@ pub use streams::{
     NewStream, STREAM_READER_BYTES_MAX, STREAM_READER_WAIT, StreamChunk, StreamFollow, StreamInfo,
     StreamReader, StreamState, Watched,
 };
-pub use vectors::VectorQuery;
+pub use vectors::{TurnHit, TurnHits, TurnVectorQuery, VectorQuery};

@@ -1,5 +1,6 @@
 //! The vectors family's calls (protocol version 6, decision 0033): a tenant's vector indexes,
-//! key-value entries put with their vectors, and the search over one context's entries.
+//! key-value entries put with their vectors, and the search over one context's entries;
+//! version 7, the search over turns (their vectors go with `append_turns_vectors`).
 //! `kv_put_vectors` carries its handle's durability, as `kv_put_ex` does.
 
 use std::time::Duration;
@@ -15,6 +16,58 @@ use ctxstore_vocab::vectors::{Metric, all_finite};
 use super::kv::ttl_ms;
 use crate::client::{Client, check_pair};
 use crate::error::ClientError;
+use crate::types::Turn;
+
+/// A search over turns (`Client::vector_search_turns`): the `k` turns nearest `vector`, after
+/// `offset`, of the contexts it names: `context`, the contexts whose name starts with
+/// `name_prefix`, those carrying every one of `tags` (none of the three: every context of the
+/// tenant), each turn with every one of `labels` and, when given, of `type_tag`.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct TurnVectorQuery {
+    pub index: String,
+    pub vector: Vec<f32>,
+    pub k: u16,
+    pub offset: u16,
+    pub context: Option<ContextRef>,
+    pub name_prefix: String,
+    pub tags: Vec<(String, String)>,
+    pub labels: Vec<(String, String)>,
+    pub type_tag: Option<u64>,
+    /// Compare every candidate exactly.
+    pub exact: bool,
+    /// The graph's breadth (0: the index's).
+    pub ef_search: u16,
+}
+
+impl TurnVectorQuery {
+    /// The `k` nearest turns of every context of the tenant in `index`.
+    pub fn new(index: impl Into<String>, vector: Vec<f32>, k: u16) -> TurnVectorQuery {
+        TurnVectorQuery {
+            index: index.into(),
+            vector,
+            k,
+            ..TurnVectorQuery::default()
+        }
+    }
+}
+
+/// A turn a search found, with its score (higher is nearer).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnHit {
+    pub turn: Turn,
+    pub score: f32,
+}
+
+/// VECTOR_SEARCH_TURNS' answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnHits {
+    /// Every candidate was compared exactly (else the graph was walked).
+    pub exact: bool,
+    /// Vectors compared.
+    pub candidates: u32,
+    /// Best first: exactly `k` whenever `k + offset` turns pass.
+    pub hits: Vec<TurnHit>,
+}
 
 /// A search (`Client::vector_search`): the `k` entries nearest `vector`, after `offset`, under
 /// `prefix`, whose value passes `filter` (JSON, LangGraph's operators; empty: none).
@@ -171,5 +224,63 @@ impl Client {
             hits.hits.len() <= usize::from(k) && ordered && under,
         )?;
         Ok(hits)
+    }
+
+    /// The turns nearest a query among the contexts it names (VECTOR_SEARCH_TURNS, protocol
+    /// version 7), best first: exactly `k` whenever `k + offset` or more pass its filters.
+    pub async fn vector_search_turns(
+        &self,
+        query: TurnVectorQuery,
+    ) -> Result<TurnHits, ClientError> {
+        if !all_finite(&query.vector) {
+            return Err(ClientError::InvalidArgument(
+                "the query vector has a NaN or infinite component".into(),
+            ));
+        }
+        let k = query.k;
+        let mut search_flags = 0;
+        if query.exact {
+            search_flags |= vector_search_flags::EXACT;
+        }
+        if query.type_tag.is_some() {
+            search_flags |= vector_search_flags::TYPE_TAG;
+        }
+        let type_tag = query.type_tag;
+        let request = vectors::VectorSearchTurns {
+            index: query.index,
+            vector: query.vector,
+            k,
+            offset: query.offset,
+            search_flags,
+            ef_search: query.ef_search,
+            context: query.context.unwrap_or(ContextRef::Id(0)),
+            name_prefix: query.name_prefix,
+            tags: query.tags,
+            labels: query.labels,
+            type_tag: type_tag.unwrap_or(0),
+        };
+        let hits = self.ask(request).await?;
+        // At most k, best first, of the type asked.
+        let ordered = hits
+            .hits
+            .windows(2)
+            .all(|pair| pair[0].score >= pair[1].score);
+        let typed = type_tag.is_none_or(|tag| hits.hits.iter().all(|hit| hit.turn.type_tag == tag));
+        check_pair(
+            MessageType::VectorSearchTurns,
+            hits.hits.len() <= usize::from(k) && ordered && typed,
+        )?;
+        Ok(TurnHits {
+            exact: hits.method == vectors::vector_search_method::EXACT,
+            candidates: hits.candidates,
+            hits: hits
+                .hits
+                .iter()
+                .map(|hit| TurnHit {
+                    turn: Turn::from_wire(&hit.turn, None),
+                    score: hit.score,
+                })
+                .collect(),
+        })
     }
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 """The newest protocol version spoken."""
 PROTOCOL_VERSION_MIN = 1
 """The oldest protocol version spoken."""
@@ -137,6 +137,8 @@ class MessageType(IntEnum):
     VECTOR_INDEX_LIST = 0x003F
     VECTOR_SEARCH = 0x0040
     KV_PUT_VECTORS = 0x0041
+    APPEND_TURNS_VECTORS = 0x0042
+    VECTOR_SEARCH_TURNS = 0x0043
 
     @property
     def response_type(self) -> int:
@@ -217,6 +219,8 @@ SINCE_VERSION: dict[int, int] = {
     MessageType.VECTOR_INDEX_LIST: 6,
     MessageType.VECTOR_SEARCH: 6,
     MessageType.KV_PUT_VECTORS: 6,
+    MessageType.APPEND_TURNS_VECTORS: 7,
+    MessageType.VECTOR_SEARCH_TURNS: 7,
 }
 """The protocol version each message arrived in."""
 
@@ -283,6 +287,8 @@ FAMILY: dict[int, str] = {
     MessageType.VECTOR_INDEX_LIST: "Vectors",
     MessageType.VECTOR_SEARCH: "Vectors",
     MessageType.KV_PUT_VECTORS: "Vectors",
+    MessageType.APPEND_TURNS_VECTORS: "Vectors",
+    MessageType.VECTOR_SEARCH_TURNS: "Vectors",
 }
 """The family (codec module) of each message."""
 

@@ -6,7 +6,7 @@
 /** The wire's message codes, versions, error codes and shared limits. */
 
 /** The newest protocol version spoken. */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 /** The oldest protocol version spoken. */
 export const PROTOCOL_VERSION_MIN = 1;
 /** Bytes of a frame header. */
@@ -132,6 +132,8 @@ export const MessageType = {
   VECTOR_INDEX_LIST: 0x003f,
   VECTOR_SEARCH: 0x0040,
   KV_PUT_VECTORS: 0x0041,
+  APPEND_TURNS_VECTORS: 0x0042,
+  VECTOR_SEARCH_TURNS: 0x0043,
 } as const;
 
 /** The protocol version each message arrived in. */
@@ -198,6 +200,8 @@ export const SINCE_VERSION: ReadonlyMap<number, number> = new Map([
   [MessageType.VECTOR_INDEX_LIST, 6],
   [MessageType.VECTOR_SEARCH, 6],
   [MessageType.KV_PUT_VECTORS, 6],
+  [MessageType.APPEND_TURNS_VECTORS, 7],
+  [MessageType.VECTOR_SEARCH_TURNS, 7],
 ]);
 
 /** The family (codec module) of each message. */
@@ -264,6 +268,8 @@ export const FAMILY: ReadonlyMap<number, string> = new Map([
   [MessageType.VECTOR_INDEX_LIST, "Vectors"],
   [MessageType.VECTOR_SEARCH, "Vectors"],
   [MessageType.KV_PUT_VECTORS, "Vectors"],
+  [MessageType.APPEND_TURNS_VECTORS, "Vectors"],
+  [MessageType.VECTOR_SEARCH_TURNS, "Vectors"],
 ]);
 
 /** The ERROR answer's stable codes. */

@@ -177,13 +177,7 @@ impl AppendsRequest {
                 expected_head,
                 turns,
             }) => {
-                w.context_ref(context);
-                w.u32(if expected_head.is_some() {
-                    append_flags::EXPECT_HEAD
-                } else {
-                    0
-                });
-                w.u64(expected_head.unwrap_or(0));
+                write_turns_target(w, context, *expected_head);
                 w.u16(short_len(turns.len()));
                 for spec in turns {
                     w.turn_spec(spec);
@@ -236,13 +230,7 @@ fn read_append(
 /// APPEND_TURNS: CONTEXT_REF, `u32 append_flags, u64 expected_head, u16 count` (1 or more),
 /// then `count` × TURN_SPEC.
 fn read_append_turns(cursor: &mut Cursor) -> Result<AppendsRequest, DecodeError> {
-    let context = cursor.context_ref()?;
-    let flags = cursor.flags(append_flags::KNOWN, "append_flags")?;
-    let expected = cursor.u64()?;
-    let expected_head = (flags & append_flags::EXPECT_HEAD != 0).then_some(expected);
-    if expected_head.is_none() && expected != 0 {
-        return Err(cursor.invalid("expected_head", "set without EXPECT_HEAD"));
-    }
+    let (context, expected_head) = read_turns_target(cursor)?;
     let count = usize::from(cursor.u16()?);
     if count == 0 {
         return Err(cursor.invalid("count", "no turns"));
@@ -258,8 +246,38 @@ fn read_append_turns(cursor: &mut Cursor) -> Result<AppendsRequest, DecodeError>
     }))
 }
 
+/// What APPEND_TURNS and APPEND_TURNS_VECTORS begin with: CONTEXT_REF, `u32 append_flags,
+/// u64 expected_head`.
+pub(super) fn read_turns_target(
+    cursor: &mut Cursor,
+) -> Result<(ContextRef, Option<u64>), DecodeError> {
+    let context = cursor.context_ref()?;
+    let flags = cursor.flags(append_flags::KNOWN, "append_flags")?;
+    let expected = cursor.u64()?;
+    let expected_head = (flags & append_flags::EXPECT_HEAD != 0).then_some(expected);
+    if expected_head.is_none() && expected != 0 {
+        return Err(cursor.invalid("expected_head", "set without EXPECT_HEAD"));
+    }
+    Ok((context, expected_head))
+}
+
+/// The writer's side of `read_turns_target`.
+pub(super) fn write_turns_target(
+    w: &mut ChunkWriter,
+    context: &ContextRef,
+    expected_head: Option<u64>,
+) {
+    w.context_ref(context);
+    w.u32(if expected_head.is_some() {
+        append_flags::EXPECT_HEAD
+    } else {
+        0
+    });
+    w.u64(expected_head.unwrap_or(0));
+}
+
 /// One TURN_SPEC: a parent turn is not 0, the extras fit, a payload by value fits a frame.
-fn check_spec(spec: &TurnSpec) -> Result<(), EncodeError> {
+pub(super) fn check_spec(spec: &TurnSpec) -> Result<(), EncodeError> {
     if spec.parent == ParentWire::Turn(0) {
         within("parent turn id", 0, 1, u64::MAX, "(0 is no turn)")?;
     }
@@ -331,18 +349,7 @@ impl AppendsResponse {
                     deduped,
                 })
             }
-            Kind::AppendTurns => {
-                let count = cursor.list_count()?;
-                let mut turns = Vec::with_capacity(cursor.list_capacity(count as usize, 90));
-                for _ in 0..count {
-                    turns.push(AppendedWire {
-                        turn: cursor.turn()?,
-                        deduped: cursor.bool("deduped")?,
-                        existing: cursor.bool("existing")?,
-                    });
-                }
-                AppendsResponse::AppendedTurns(AppendedTurns { turns })
-            }
+            Kind::AppendTurns => AppendsResponse::AppendedTurns(read_appended_turns(cursor)?),
         })
     }
 
@@ -353,14 +360,31 @@ impl AppendsResponse {
                 w.u8(u8::from(*deduped));
                 w.zero(7);
             }
-            AppendsResponse::AppendedTurns(AppendedTurns { turns }) => {
-                w.u32(turns.len() as u32);
-                for appended in turns {
-                    w.turn(&appended.turn);
-                    w.u8(u8::from(appended.deduped));
-                    w.u8(u8::from(appended.existing));
-                }
-            }
+            AppendsResponse::AppendedTurns(appended) => write_appended_turns(w, appended),
         }
+    }
+}
+
+/// APPENDED_TURNS (APPEND_TURNS' and APPEND_TURNS_VECTORS' answer): `u32 count`, then per
+/// turn TURN, `deduped u8`, `existing u8`.
+pub(super) fn read_appended_turns(cursor: &mut Cursor) -> Result<AppendedTurns, DecodeError> {
+    let count = cursor.list_count()?;
+    let mut turns = Vec::with_capacity(cursor.list_capacity(count as usize, 90));
+    for _ in 0..count {
+        turns.push(AppendedWire {
+            turn: cursor.turn()?,
+            deduped: cursor.bool("deduped")?,
+            existing: cursor.bool("existing")?,
+        });
+    }
+    Ok(AppendedTurns { turns })
+}
+
+pub(super) fn write_appended_turns(w: &mut ChunkWriter, AppendedTurns { turns }: &AppendedTurns) {
+    w.u32(turns.len() as u32);
+    for appended in turns {
+        w.turn(&appended.turn);
+        w.u8(u8::from(appended.deduped));
+        w.u8(u8::from(appended.existing));
     }
 }

@@ -1,12 +1,17 @@
 //! Vector search (version 6, decision 0033): VECTOR_INDEX_CREATE, VECTOR_INDEX_DROP,
-//! VECTOR_INDEX_LIST, VECTOR_SEARCH and KV_PUT_VECTORS. Layouts in docs/protocol.md, *Vector
+//! VECTOR_INDEX_LIST, VECTOR_SEARCH and KV_PUT_VECTORS; version 7: APPEND_TURNS_VECTORS and
+//! VECTOR_SEARCH_TURNS. Layouts in docs/protocol.md, *Vector
 //! search*. Components are read as they are: a NaN or an infinity, an unknown metric, a
 //! dimension the index does not have are the store's to refuse with INVALID_ARGUMENT (the
 //! connection stays open), not a broken frame.
 
 use bytes::Bytes;
 
-use super::answer::{ERROR_ANSWER_BYTES_MAX, FIXED_ANSWER_BYTES};
+use super::answer::{ERROR_ANSWER_BYTES_MAX, FIXED_ANSWER_BYTES, TURN_ENTRY_BYTES};
+use super::appends::{
+    AppendedTurns, check_spec, read_appended_turns, read_turns_target, write_appended_turns,
+    write_turns_target,
+};
 use super::check::{EncodeError, SHORT, TINY, context, within};
 use super::cursor::Cursor;
 use super::writer::{ChunkWriter, short_len};
@@ -21,6 +26,8 @@ pub(crate) enum Kind {
     VectorIndexList,
     VectorSearch,
     KvPutVectors,
+    AppendTurnsVectors,
+    VectorSearchTurns,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +37,46 @@ pub enum VectorsRequest {
     VectorIndexList(VectorIndexList),
     VectorSearch(VectorSearch),
     KvPutVectors(KvPutVectors),
+    AppendTurnsVectors(AppendTurnsVectors),
+    VectorSearchTurns(VectorSearchTurns),
+}
+
+/// APPEND_TURNS with each turn's vectors, all of `index`, each of `dims` components.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendTurnsVectors {
+    pub context: ContextRef,
+    pub expected_head: Option<u64>,
+    pub index: String,
+    pub dims: u16,
+    pub turns: Vec<VectorTurnWire>,
+}
+
+/// A turn of APPEND_TURNS_VECTORS: its TURN_SPEC and its vectors (none: stored without any).
+/// Equal when equal on the wire (`wire_eq`).
+#[derive(Clone, Debug)]
+pub struct VectorTurnWire {
+    pub spec: TurnSpec,
+    pub vectors: Vec<Vec<f32>>,
+}
+
+/// The `k` turns nearest `vector`, after `offset`, among the turns of the contexts it names
+/// (`context`, `Id(0)`: none; `name_prefix`, empty: none; `tags`; none of the three: every
+/// context of the tenant) with every one of `labels` and, with the flag TYPE_TAG, of
+/// `type_tag`. Equal when equal on the wire (`wire_eq`).
+#[derive(Clone, Debug)]
+pub struct VectorSearchTurns {
+    pub index: String,
+    pub vector: Vec<f32>,
+    pub k: u16,
+    pub offset: u16,
+    /// `vector_search_flags`.
+    pub search_flags: u8,
+    pub ef_search: u16,
+    pub context: ContextRef,
+    pub name_prefix: String,
+    pub tags: Vec<(String, String)>,
+    pub labels: Vec<(String, String)>,
+    pub type_tag: u64,
 }
 
 /// Creates an index of the connection's tenant, or answers the one of that name.
@@ -96,7 +143,66 @@ pub enum VectorsResponse {
     VectorIndexes(VectorIndexes),
     VectorHits(VectorHits),
     Stored(Stored),
+    TurnsStored(AppendedTurns),
+    TurnHits(TurnHits),
 }
+
+/// VECTOR_SEARCH_TURNS' answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnHits {
+    /// `vector_search_method`.
+    pub method: u8,
+    /// Vectors compared.
+    pub candidates: u32,
+    pub hits: Vec<TurnHitWire>,
+}
+
+/// A turn hit; equal when equal on the wire (the score bit for bit).
+#[derive(Clone, Debug)]
+pub struct TurnHitWire {
+    pub turn: TurnWire,
+    pub score: f32,
+}
+
+impl PartialEq for TurnHitWire {
+    fn eq(&self, other: &Self) -> bool {
+        self.turn == other.turn && self.score.to_bits() == other.score.to_bits()
+    }
+}
+
+impl Eq for TurnHitWire {}
+
+impl PartialEq for VectorTurnWire {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+            && self.vectors.len() == other.vectors.len()
+            && self
+                .vectors
+                .iter()
+                .zip(&other.vectors)
+                .all(|(a, b)| wire_eq(a, b))
+    }
+}
+
+impl Eq for VectorTurnWire {}
+
+impl PartialEq for VectorSearchTurns {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index
+            && wire_eq(&self.vector, &other.vector)
+            && self.k == other.k
+            && self.offset == other.offset
+            && self.search_flags == other.search_flags
+            && self.ef_search == other.ef_search
+            && self.context == other.context
+            && self.name_prefix == other.name_prefix
+            && self.tags == other.tags
+            && self.labels == other.labels
+            && self.type_tag == other.type_tag
+    }
+}
+
+impl Eq for VectorSearchTurns {}
 
 /// VECTOR_INDEX_INFO.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +295,10 @@ pub mod vector_search_flags {
     /// Compare every candidate exactly, never the graph.
     pub const EXACT: u8 = 1;
     pub const KNOWN: u8 = EXACT;
+    /// VECTOR_SEARCH_TURNS: only turns of `type_tag`.
+    pub const TYPE_TAG: u8 = 1 << 1;
+    /// VECTOR_SEARCH_TURNS' known bits.
+    pub const TURNS_KNOWN: u8 = EXACT | TYPE_TAG;
 }
 
 /// VECTOR_HITS' `method`.
@@ -207,6 +317,10 @@ pub const VECTOR_HITS_MAX: u64 = 1000;
 pub const VECTOR_INDEXES_MAX: u64 = 64;
 /// A hit at its largest: a 256-byte key and its length, the score, hash and length.
 const VECTOR_HIT_BYTES_MAX: u64 = 2 + 256 + 4 + 32 + 4;
+/// Most labels a turn search asks for (a turn carries at most 16).
+pub const TURN_SEARCH_LABELS_LIMIT: u64 = 16;
+/// Most tags a turn search asks for (a context carries at most 32).
+pub const TURN_SEARCH_TAGS_LIMIT: u64 = 32;
 
 /// The family's enums under the names the message table uses (`message_table!`).
 pub type Requests = VectorsRequest;
@@ -222,6 +336,8 @@ impl VectorsRequest {
             VectorsRequest::VectorIndexList(VectorIndexList {}) => MessageType::VectorIndexList,
             VectorsRequest::VectorSearch(VectorSearch { .. }) => MessageType::VectorSearch,
             VectorsRequest::KvPutVectors(KvPutVectors { .. }) => MessageType::KvPutVectors,
+            VectorsRequest::AppendTurnsVectors(_) => MessageType::AppendTurnsVectors,
+            VectorsRequest::VectorSearchTurns(_) => MessageType::VectorSearchTurns,
         }
     }
 
@@ -240,6 +356,13 @@ impl VectorsRequest {
                 16 + 8 + hits * VECTOR_HIT_BYTES_MAX + ERROR_ANSWER_BYTES_MAX
             }
             VectorsRequest::KvPutVectors(_) => FIXED_ANSWER_BYTES,
+            VectorsRequest::AppendTurnsVectors(append) => {
+                append.turns.len() as u64 * (TURN_ENTRY_BYTES + 16) + ERROR_ANSWER_BYTES_MAX
+            }
+            VectorsRequest::VectorSearchTurns(search) => {
+                let hits = u64::from(search.k).min(VECTOR_HITS_MAX);
+                16 + 8 + hits * (TURN_ENTRY_BYTES + 4) + ERROR_ANSWER_BYTES_MAX
+            }
         }
     }
 
@@ -263,6 +386,10 @@ impl VectorsRequest {
             Kind::VectorIndexList => VectorsRequest::VectorIndexList(VectorIndexList {}),
             Kind::VectorSearch => VectorsRequest::VectorSearch(read_search(cursor)?),
             Kind::KvPutVectors => VectorsRequest::KvPutVectors(read_put(cursor)?),
+            Kind::AppendTurnsVectors => {
+                VectorsRequest::AppendTurnsVectors(read_append_vectors(cursor)?)
+            }
+            Kind::VectorSearchTurns => VectorsRequest::VectorSearchTurns(read_turn_search(cursor)?),
         })
     }
 
@@ -307,6 +434,20 @@ impl VectorsRequest {
                     })
                 })
             }
+            VectorsRequest::AppendTurnsVectors(append) => {
+                context(&append.context)?;
+                within("index name", append.index.len(), 0, SHORT, "bytes")?;
+                within("turns", append.turns.len(), 1, SHORT, "turns")?;
+                append.turns.iter().try_for_each(|turn| {
+                    check_spec(&turn.spec)?;
+                    within("vectors", turn.vectors.len(), 0, TINY, "vectors")?;
+                    let dims = u64::from(append.dims);
+                    turn.vectors.iter().try_for_each(|vector| {
+                        within("vector", vector.len(), dims, dims, "components")
+                    })
+                })
+            }
+            VectorsRequest::VectorSearchTurns(search) => check_turn_search(search),
         }
     }
 
@@ -353,8 +494,131 @@ impl VectorsRequest {
                     }
                 }
             }
+            VectorsRequest::AppendTurnsVectors(append) => {
+                write_turns_target(w, &append.context, append.expected_head);
+                w.short(append.index.as_bytes());
+                w.u16(append.dims);
+                w.u16(short_len(append.turns.len()));
+                for turn in &append.turns {
+                    w.turn_spec(&turn.spec);
+                    w.u8(turn.vectors.len() as u8);
+                    for vector in &turn.vectors {
+                        write_vector(w, vector);
+                    }
+                }
+            }
+            VectorsRequest::VectorSearchTurns(search) => {
+                w.short(search.index.as_bytes());
+                w.u16(short_len(search.vector.len()));
+                write_vector(w, &search.vector);
+                w.u16(search.k);
+                w.u16(search.offset);
+                w.u8(search.search_flags);
+                w.zero(1);
+                w.u16(search.ef_search);
+                w.context_ref(&search.context);
+                w.short(search.name_prefix.as_bytes());
+                w.tags(&search.tags);
+                w.tags(&search.labels);
+                w.u64(search.type_tag);
+            }
         }
     }
+}
+
+/// What the wire cannot carry of a VECTOR_SEARCH_TURNS.
+fn check_turn_search(search: &VectorSearchTurns) -> Result<(), EncodeError> {
+    if search.context != ContextRef::Id(0) {
+        context(&search.context)?;
+    }
+    within("index name", search.index.len(), 0, SHORT, "bytes")?;
+    within("query", search.vector.len(), 0, SHORT, "components")?;
+    within("name prefix", search.name_prefix.len(), 0, SHORT, "bytes")?;
+    within("tags", search.tags.len(), 0, TURN_SEARCH_TAGS_LIMIT, "tags")?;
+    within(
+        "labels",
+        search.labels.len(),
+        0,
+        TURN_SEARCH_LABELS_LIMIT,
+        "labels",
+    )?;
+    search
+        .tags
+        .iter()
+        .chain(&search.labels)
+        .try_for_each(|(key, value)| {
+            within("tag or label key", key.len(), 0, SHORT, "bytes")?;
+            within("tag or label value", value.len(), 0, SHORT, "bytes")
+        })
+}
+
+/// APPEND_TURNS_VECTORS' body: as APPEND_TURNS', with the index and dimension after the
+/// expected head, and each TURN_SPEC followed by its vectors.
+fn read_append_vectors(cursor: &mut Cursor) -> Result<AppendTurnsVectors, DecodeError> {
+    let (context, expected_head) = read_turns_target(cursor)?;
+    let index = cursor.short_string("index name")?;
+    let dims = cursor.u16()?;
+    let count = usize::from(cursor.u16()?);
+    if count == 0 {
+        return Err(cursor.invalid("count", "no turns"));
+    }
+    let mut turns = Vec::with_capacity(cursor.list_capacity(count, 28));
+    for _ in 0..count {
+        let spec = cursor.turn_spec()?;
+        let vector_count = usize::from(cursor.u8()?);
+        let row_bytes = usize::from(dims) * 4;
+        let mut vectors = Vec::with_capacity(cursor.list_capacity(vector_count, row_bytes));
+        for _ in 0..vector_count {
+            vectors.push(read_vector(cursor, usize::from(dims))?);
+        }
+        turns.push(VectorTurnWire { spec, vectors });
+    }
+    Ok(AppendTurnsVectors {
+        context,
+        expected_head,
+        index,
+        dims,
+        turns,
+    })
+}
+
+/// VECTOR_SEARCH_TURNS' body.
+fn read_turn_search(cursor: &mut Cursor) -> Result<VectorSearchTurns, DecodeError> {
+    let index = cursor.short_string("index name")?;
+    let dims = usize::from(cursor.u16()?);
+    let vector = read_vector(cursor, dims)?;
+    let k = cursor.u16()?;
+    let offset = cursor.u16()?;
+    let search_flags = cursor.flags_u8(vector_search_flags::TURNS_KNOWN, "search_flags")?;
+    cursor.zero(1, "reserved")?;
+    let ef_search = cursor.u16()?;
+    let context = cursor.context_ref()?;
+    let name_prefix = cursor.short_string("name prefix")?;
+    let tags = cursor.tags()?;
+    if tags.len() as u64 > TURN_SEARCH_TAGS_LIMIT {
+        return Err(cursor.too_large("tags", tags.len() as u64, TURN_SEARCH_TAGS_LIMIT));
+    }
+    let labels = cursor.tags()?;
+    if labels.len() as u64 > TURN_SEARCH_LABELS_LIMIT {
+        return Err(cursor.too_large("labels", labels.len() as u64, TURN_SEARCH_LABELS_LIMIT));
+    }
+    let type_tag = cursor.u64()?;
+    if search_flags & vector_search_flags::TYPE_TAG == 0 && type_tag != 0 {
+        return Err(cursor.invalid("type_tag", "set without TYPE_TAG"));
+    }
+    Ok(VectorSearchTurns {
+        index,
+        vector,
+        k,
+        offset,
+        search_flags,
+        ef_search,
+        context,
+        name_prefix,
+        tags,
+        labels,
+        type_tag,
+    })
 }
 
 /// VECTOR_SEARCH's body.
@@ -447,6 +711,8 @@ impl VectorsResponse {
             VectorsResponse::VectorIndexes(_) => MessageType::VectorIndexList,
             VectorsResponse::VectorHits(_) => MessageType::VectorSearch,
             VectorsResponse::Stored(_) => MessageType::KvPutVectors,
+            VectorsResponse::TurnsStored(_) => MessageType::AppendTurnsVectors,
+            VectorsResponse::TurnHits(_) => MessageType::VectorSearchTurns,
         }
     }
 
@@ -469,6 +735,8 @@ impl VectorsResponse {
             }
             Kind::VectorSearch => VectorsResponse::VectorHits(read_hits(cursor)?),
             Kind::KvPutVectors => VectorsResponse::Stored(Stored {}),
+            Kind::AppendTurnsVectors => VectorsResponse::TurnsStored(read_appended_turns(cursor)?),
+            Kind::VectorSearchTurns => VectorsResponse::TurnHits(read_turn_hits(cursor)?),
         })
     }
 
@@ -496,8 +764,43 @@ impl VectorsResponse {
                 }
             }
             VectorsResponse::Stored(Stored {}) => {}
+            VectorsResponse::TurnsStored(appended) => write_appended_turns(w, appended),
+            VectorsResponse::TurnHits(hits) => {
+                w.u8(hits.method);
+                w.zero(1);
+                w.u32(hits.candidates);
+                w.u16(short_len(hits.hits.len()));
+                for hit in &hits.hits {
+                    w.turn(&hit.turn);
+                    w.u32(hit.score.to_bits());
+                }
+            }
         }
     }
+}
+
+fn read_turn_hits(cursor: &mut Cursor) -> Result<TurnHits, DecodeError> {
+    let method = cursor.u8()?;
+    if method > vector_search_method::GRAPH {
+        return Err(cursor.invalid("method", "not 0 (exact) or 1 (graph)"));
+    }
+    cursor.zero(1, "reserved")?;
+    let candidates = cursor.u32()?;
+    let count = u64::from(cursor.u16()?);
+    if count > VECTOR_HITS_MAX {
+        return Err(cursor.too_large("count", count, VECTOR_HITS_MAX));
+    }
+    let mut hits = Vec::with_capacity(cursor.list_capacity(count as usize, 92));
+    for _ in 0..count {
+        let turn = cursor.turn()?;
+        let score = f32::from_bits(cursor.u32()?);
+        hits.push(TurnHitWire { turn, score });
+    }
+    Ok(TurnHits {
+        method,
+        candidates,
+        hits,
+    })
 }
 
 fn read_index(cursor: &mut Cursor) -> Result<VectorIndexWire, DecodeError> {

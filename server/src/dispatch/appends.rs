@@ -114,6 +114,15 @@ impl Scoped<'_> {
                 turn_request(context_id, expected_head, spec)
             })
             .collect();
+        self.append_batch(requests).await
+    }
+
+    /// A batch of turns through the engine (one group commit, all or none), answered turn by
+    /// turn.
+    pub(super) async fn append_batch(
+        &self,
+        requests: Vec<AppendRequest>,
+    ) -> Result<appends::AppendedTurns, Response> {
         // One route for every length: a batch of one is what `Engine::append` sends too.
         let appended = self
             .engine
@@ -150,8 +159,9 @@ fn append_request(
     }
 }
 
-/// One turn of APPEND_TURNS as the engine's append (`expected_head` is the first turn's only).
-fn turn_request(
+/// One turn of APPEND_TURNS (and of APPEND_TURNS_VECTORS) as the engine's append
+/// (`expected_head` is the first turn's only).
+pub(super) fn turn_request(
     context_id: ContextId,
     expected_head: Option<u64>,
     spec: TurnSpec,
@@ -184,6 +194,7 @@ fn turn_request(
             labels: spec.extras.labels,
             links: spec.extras.links.into_iter().map(TurnId).collect(),
             summary: spec.summary,
+            vectors: None,
         },
     }
 }

@@ -50,7 +50,8 @@ pub fn need(message: MessageType) -> Need {
         | M::Watch
         | M::StreamFollow
         | M::VectorIndexList
-        | M::VectorSearch => Need::Read,
+        | M::VectorSearch
+        | M::VectorSearchTurns => Need::Read,
         M::CtxCreate
         | M::CtxFork
         | M::AppendTurn
@@ -71,7 +72,8 @@ pub fn need(message: MessageType) -> Need {
         | M::StreamSeal
         | M::StreamAbort
         | M::VectorIndexCreate
-        | M::KvPutVectors => Need::Write,
+        | M::KvPutVectors
+        | M::AppendTurnsVectors => Need::Write,
         M::CtxDelete | M::CtxPrune | M::CtxTtl | M::PurgeBlob | M::VectorIndexDrop => Need::Admin,
         // A tenant's TENANT_LIST answers its own entry only (its usage, quotas and refusals:
         // its STATS); the operator's, every tenant.

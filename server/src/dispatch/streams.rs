@@ -333,5 +333,6 @@ fn turn_options(parent: ParentWire, summary: bool, extras: ExtrasWire) -> TurnOp
         labels: extras.labels,
         links: extras.links.into_iter().map(TurnId).collect(),
         summary,
+        vectors: None,
     }
 }

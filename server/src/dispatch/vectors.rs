@@ -1,18 +1,22 @@
 //! The vectors family (version 6, decision 0033): VECTOR_INDEX_CREATE, VECTOR_INDEX_DROP,
-//! VECTOR_INDEX_LIST, VECTOR_SEARCH, KV_PUT_VECTORS. The engine checks vectors and limits;
+//! VECTOR_INDEX_LIST, VECTOR_SEARCH, KV_PUT_VECTORS; version 7: APPEND_TURNS_VECTORS and
+//! VECTOR_SEARCH_TURNS. The engine checks vectors and limits;
 //! here a metric code becomes a `Metric` and a filter a `ValueFilter` (INVALID_ARGUMENT
 //! naming what is wrong), before the engine is asked.
 
+use ctxstore_engine::turn_vectors::TurnVectorSearch;
 use ctxstore_engine::vectors::{
     Metric, VectorEntry, VectorIndexInfo, VectorSearch as EngineSearch,
 };
+use ctxstore_engine::{AppendRequest, ContextId, TurnVectors};
 use ctxstore_protocol::vectors::{
-    self, VectorHitWire, VectorIndexWire, vector_search_flags, vector_search_method,
+    self, TurnHitWire, VectorHitWire, VectorIndexWire, vector_search_flags, vector_search_method,
 };
 use ctxstore_protocol::{ErrorCode, Response, VectorsRequest, VectorsResponse, kv_put_flags};
 use ctxstore_vocab::vectors::VECTOR_FILTER_BYTES_MAX;
 
-use super::{Scoped, context_ref, engine_error, error};
+use super::appends::turn_request;
+use super::{Scoped, context_ref, engine_error, error, turn_wire};
 use crate::value_filter::ValueFilter;
 
 impl Scoped<'_> {
@@ -49,7 +53,83 @@ impl Scoped<'_> {
                 .kv_put_vectors(put)
                 .await
                 .map(|()| VectorsResponse::Stored(vectors::Stored {})),
+            VectorsRequest::AppendTurnsVectors(append) => self
+                .append_turns_vectors(append)
+                .await
+                .map(VectorsResponse::TurnsStored),
+            VectorsRequest::VectorSearchTurns(search) => self
+                .vector_search_turns(search)
+                .map(VectorsResponse::TurnHits),
         }
+    }
+
+    /// APPEND_TURNS_VECTORS: APPEND_TURNS with each turn's vectors (the engine checks them
+    /// against the index and stores them before the turns).
+    async fn append_turns_vectors(
+        &self,
+        append: vectors::AppendTurnsVectors,
+    ) -> Result<ctxstore_protocol::appends::AppendedTurns, Response> {
+        let context_id: ContextId = self.context_id(append.context)?;
+        let requests: Vec<AppendRequest> = append
+            .turns
+            .into_iter()
+            .enumerate()
+            .map(|(at, turn)| {
+                let expected_head = append.expected_head.filter(|_| at == 0);
+                let mut request = turn_request(context_id, expected_head, turn.spec);
+                request.options.vectors = (!turn.vectors.is_empty()).then(|| TurnVectors::Given {
+                    index: append.index.clone(),
+                    vectors: turn.vectors,
+                });
+                request
+            })
+            .collect();
+        self.append_batch(requests).await
+    }
+
+    /// VECTOR_SEARCH_TURNS: the turns of the contexts it names nearest the query.
+    fn vector_search_turns(
+        &self,
+        search: vectors::VectorSearchTurns,
+    ) -> Result<vectors::TurnHits, Response> {
+        let context = match search.context {
+            ctxstore_protocol::ContextRef::Id(0) => None,
+            context => Some(context_ref(context)),
+        };
+        let asked = TurnVectorSearch {
+            index: search.index,
+            vector: search.vector,
+            k: u32::from(search.k),
+            offset: u32::from(search.offset),
+            context,
+            name_prefix: (!search.name_prefix.is_empty()).then_some(search.name_prefix),
+            tags: search.tags,
+            labels: search.labels,
+            type_tag: (search.search_flags & vector_search_flags::TYPE_TAG != 0)
+                .then_some(search.type_tag),
+            exact: search.search_flags & vector_search_flags::EXACT != 0,
+            ef_search: search.ef_search,
+        };
+        let found = self
+            .engine
+            .vector_search_turns(&asked)
+            .map_err(engine_error)?;
+        Ok(vectors::TurnHits {
+            method: if found.exact {
+                vector_search_method::EXACT
+            } else {
+                vector_search_method::GRAPH
+            },
+            candidates: u32::try_from(found.candidates).unwrap_or(u32::MAX),
+            hits: found
+                .hits
+                .into_iter()
+                .map(|hit| TurnHitWire {
+                    turn: turn_wire(&hit.turn),
+                    score: hit.score,
+                })
+                .collect(),
+        })
     }
 
     async fn vector_index_create(
