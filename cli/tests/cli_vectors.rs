@@ -106,3 +106,134 @@ fn entries_are_put_with_vectors_and_found_by_meaning() {
     assert_eq!(dropped["vectors"], 4);
     server.fails(&["index", "drop", "notes"], b"", 3);
 }
+
+/// Protocol version 7: `append --index --vector` and `search-turns` over one context, a name
+/// prefix, a tag, labels and a type.
+#[test]
+fn turns_are_appended_with_vectors_and_found_by_meaning() {
+    let server = TestServer::start(None);
+    server.one(&["index", "create", "recall", "--dims", "2"], b"");
+    server.one(
+        &["ctx", "create", "--name", "u42/a", "--tag", "user=42"],
+        b"",
+    );
+    server.one(&["ctx", "create", "--name", "u7/b", "--tag", "user=7"], b"");
+    let mut turn_ids = std::collections::HashMap::new();
+    for (context, name, vector, role, type_tag) in [
+        ("@u42/a", "east", "1,0", "user", "1"),
+        ("@u42/a", "north", "0,1", "assistant", "2"),
+        ("@u42/a", "northeast", "0.7,0.7", "user", "1"),
+        ("@u7/b", "west", "-1,0", "user", "1"),
+        ("@u7/b", "east-b", "1,0.05", "assistant", "2"),
+    ] {
+        let appended = server.one(
+            &[
+                "append",
+                context,
+                "--index",
+                "recall",
+                "--vector",
+                vector,
+                "--label",
+                &format!("role={role}"),
+                "--type",
+                type_tag,
+            ],
+            name.as_bytes(),
+        );
+        turn_ids.insert(appended["turn_id"].as_u64().unwrap(), name);
+    }
+    assert_eq!(server.one(&["index", "list"], b"")["vectors"], 5);
+    let names = |hits: &[Value]| -> Vec<&str> {
+        hits.iter()
+            .map(|hit| turn_ids[&hit["turn_id"].as_u64().unwrap()])
+            .collect()
+    };
+    let all = server.json(
+        &["search-turns", "recall", "--vector", "1,0", "-k", "3"],
+        b"",
+    );
+    assert_eq!(names(&all), ["east", "east-b", "northeast"]);
+    let in_a = server.json(
+        &[
+            "search-turns",
+            "recall",
+            "--vector",
+            "1,0",
+            "-k",
+            "2",
+            "--context",
+            "@u42/a",
+        ],
+        b"",
+    );
+    assert_eq!(names(&in_a), ["east", "northeast"]);
+    let tagged = server.json(
+        &[
+            "search-turns",
+            "recall",
+            "--vector",
+            "1,0",
+            "--tag",
+            "user=7",
+        ],
+        b"",
+    );
+    assert_eq!(
+        names(&tagged),
+        ["east-b", "west"],
+        "exactly the two that pass"
+    );
+    let labelled = server.json(
+        &[
+            "search-turns",
+            "recall",
+            "--vector",
+            "1,0",
+            "--name-prefix",
+            "u42/",
+            "--label",
+            "role=assistant",
+        ],
+        b"",
+    );
+    assert_eq!(names(&labelled), ["north"]);
+    let typed = server.json(
+        &[
+            "search-turns",
+            "recall",
+            "--vector",
+            "1,0",
+            "--type",
+            "2",
+            "-k",
+            "1",
+        ],
+        b"",
+    );
+    assert_eq!(names(&typed), ["east-b"]);
+    // Readable: turn, context, depth, type, score.
+    let text = server.run(
+        &["search-turns", "recall", "--vector", "0,1", "-k", "1"],
+        b"",
+    );
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.starts_with("turn ") && text.contains(" 1.000000 "),
+        "{text}"
+    );
+    // Refusals: another dimension (INVALID_ARGUMENT), an unknown index (NOT_FOUND), nothing
+    // appended.
+    server.fails(
+        &["append", "@u42/a", "--index", "recall", "--vector", "1,0,0"],
+        b"x",
+        1,
+    );
+    server.fails(
+        &["append", "@u42/a", "--index", "absent", "--vector", "1,0"],
+        b"x",
+        3,
+    );
+    assert_eq!(server.one(&["index", "list"], b"")["vectors"], 5);
+    server.fails(&["search-turns", "absent", "--vector", "1,0"], b"", 3);
+}

@@ -209,6 +209,20 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     writer
         .kv_put_vectors(fork, "memories", 2, entries, false, None)
         .unwrap();
+    // And turns with theirs (protocol version 7).
+    let recalled = vec![
+        (
+            ctxstore_client::NewTurn::bytes("east"),
+            vec![vec![1.0, 0.1]],
+        ),
+        (
+            ctxstore_client::NewTurn::bytes("west"),
+            vec![vec![-1.0, 0.0]],
+        ),
+    ];
+    writer
+        .append_turns_vectors(fork, None, "memories", 2, recalled)
+        .unwrap();
     let doomed = writer.create_context().unwrap().context_id;
     writer
         .append(doomed, None, 0, 0, payload(200, 5000))
@@ -243,7 +257,18 @@ fn a_standby_follows_and_is_promoted(url: &str, env: &[(&str, &str)]) {
     let on_primary = nearest(&writer);
     assert_eq!(on_primary.len(), 3);
     assert_eq!(nearest(&reader), on_primary);
-    assert_eq!(reader.vector_indexes().unwrap()[0].vectors, 3);
+    assert_eq!(reader.vector_indexes().unwrap()[0].vectors, 5);
+    let recall = |client: &blocking::Client| {
+        let mut query = ctxstore_client::TurnVectorQuery::new("memories", vec![0.9, 0.2], 2);
+        query.context = Some(fork.into());
+        let hits = client.vector_search_turns(query).unwrap();
+        hits.hits
+            .iter()
+            .map(|hit| (hit.turn.turn_id, hit.score.to_bits()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(recall(&writer).len(), 2);
+    assert_eq!(recall(&reader), recall(&writer), "turn searches too");
 
     // The standby's figures: what it applied (the primary's shipped records, once both
     // settle), the primary it names.
