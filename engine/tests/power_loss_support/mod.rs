@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use ctxstore_engine::simulated_disk::{CrashReport, SimulatedDisk};
+use ctxstore_engine::turn_vectors::TurnVectorSearch;
 use ctxstore_engine::vectors::{Metric, VectorEntry, VectorSearch};
 use ctxstore_engine::{
     AppendPayload, AppendRequest, BlobHash, ContextId, ContextRef, Engine, EngineConfig,
-    EngineError, NewContext, Placement, TurnId, TurnOptions,
+    EngineError, NewContext, Placement, TurnId, TurnOptions, TurnVectors,
 };
 
 /// splitmix64, for the workload's choices (the disk has its own, from the same seed).
@@ -77,6 +78,9 @@ struct TurnModel {
     redacted: bool,
     key: Vec<u8>,
     labels: Vec<(String, String)>,
+    /// Its vector of index `pl`: a turn search of its context finds it while it is visible
+    /// and not redacted.
+    vector: Option<Vec<u16>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,6 +137,8 @@ enum Op {
         payload: Vec<u8>,
         key: Vec<u8>,
         labels: Vec<(String, String)>,
+        /// Appended with this vector of index `pl` (created first, if need be).
+        vector: Option<Vec<u16>>,
     },
     Tags {
         context: ContextId,
@@ -190,8 +196,10 @@ fn describe(op: &Op) -> String {
             payload,
             key,
             labels,
+            vector,
         } => format!(
-            "Append {{ context: {context:?}, payload: {}, key: {:?}, labels: {labels:?} }}",
+            "Append {{ context: {context:?}, payload: {}, key: {:?}, labels: {labels:?}, \
+             vector: {vector:?} }}",
             short(payload),
             String::from_utf8_lossy(key)
         ),
@@ -379,6 +387,11 @@ impl Model {
                     payload,
                     key,
                     labels,
+                    vector: (rng.below(3) == 0).then(|| {
+                        (0..VECTOR_DIMS)
+                            .map(|_| rng.below(1000) as u16 + 1)
+                            .collect()
+                    }),
                 }
             }
             46..=51 => match rng.pick(&visible) {
@@ -509,6 +522,7 @@ impl Model {
             payload,
             key,
             labels,
+            vector,
         } = op
         else {
             panic!("{} appends nothing", describe(op));
@@ -525,6 +539,7 @@ impl Model {
             redacted: false,
             key: key.clone(),
             labels,
+            vector: vector.clone(),
         };
         self.turns.insert(turn.turn_id, model);
         self.contexts
@@ -656,7 +671,11 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
             payload,
             key,
             labels,
+            vector,
         } => {
+            if vector.is_some() {
+                block(engine.vector_index_create("pl", VECTOR_DIMS as u16, Metric::Cosine, 0))?;
+            }
             let appended = block(engine.append(AppendRequest {
                 context_id: *context,
                 expected_head: None,
@@ -666,6 +685,10 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
                 options: TurnOptions {
                     key: (!key.is_empty()).then(|| Bytes::from(key.clone())),
                     labels: labels.clone(),
+                    vectors: vector.as_ref().map(|vector| TurnVectors::Given {
+                        index: "pl".into(),
+                        vectors: vec![as_f32(vector)],
+                    }),
                     ..TurnOptions::default()
                 },
             }))?;
@@ -733,6 +756,53 @@ fn run(engine: &Engine, model: &mut Model, op: &Op) -> Result<(), EngineError> {
     }
     // The calls whose effect needs nothing from the engine's answer.
     apply_known(model, op);
+    Ok(())
+}
+
+/// A turn search of the context finds exactly the visible turns appended with a vector and
+/// not redacted (a collectable one may be gone), exactly and through the graph alike
+/// (`vector_exact_max` is 0 here: the second walks it).
+fn check_turn_vectors(
+    engine: &Engine,
+    id: ContextId,
+    visible: &[TurnId],
+    model: &Model,
+) -> Result<(), String> {
+    let expected: std::collections::BTreeSet<TurnId> = visible
+        .iter()
+        .copied()
+        .filter(|turn| {
+            let turn = &model.turns[turn];
+            turn.vector.is_some() && !turn.redacted
+        })
+        .collect();
+    for exact in [true, false] {
+        let search = TurnVectorSearch {
+            index: "pl".into(),
+            vector: vec![1.0; VECTOR_DIMS],
+            k: expected.len().clamp(1, 1000) as u32,
+            context: Some(ctx_ref(id)),
+            exact,
+            ..TurnVectorSearch::default()
+        };
+        let found: std::collections::BTreeSet<TurnId> = match engine.vector_search_turns(&search) {
+            Ok(hits) => hits.hits.iter().map(|hit| hit.turn.turn_id).collect(),
+            // No index: no vector was ever acknowledged.
+            Err(EngineError::VectorIndexNotFound(_)) => std::collections::BTreeSet::new(),
+            Err(error) => return Err(format!("turn search of {id:?}: {error}")),
+        };
+        let extra: Vec<_> = found.difference(&expected).collect();
+        let missing: Vec<_> = expected
+            .difference(&found)
+            .filter(|turn| !model.collectable.contains(turn))
+            .collect();
+        if !extra.is_empty() || !missing.is_empty() || expected.len() > 1000 {
+            return Err(format!(
+                "turn search of {id:?} (exact {exact}) found {extra:?} it should not and \
+                 missed {missing:?}"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -864,6 +934,7 @@ fn observe(engine: &Engine, model: &Model) -> Result<(), String> {
                 ));
             }
         }
+        check_turn_vectors(engine, *id, &visible, model)?;
         let newest = &visible[visible.len().saturating_sub(8)..];
         let page = block(engine.last(*id, newest.len().max(1) as u32, true))
             .map_err(|error| format!("last of {id:?}: {error}"))?;
@@ -1084,6 +1155,7 @@ fn check_store(engine: &Engine, store: &Path, model: &mut Model) -> Result<(), S
         payload,
         key: Vec::new(),
         labels: Vec::new(),
+        vector: None,
     };
     let before = model.turn_id_max;
     run(engine, model, &op).map_err(|error| format!("the store takes no append: {error}"))?;
