@@ -15,6 +15,9 @@
 //!   filter the planner compares exactly up to ten times that, so no filtered walk here).
 //! - `vectors/exact_search_*`: an exact vector search (decision 0033) of 10 hits among 10,000
 //!   and 100,000 entries of 384 dimensions, unfiltered and through a filter passing 1%.
+//! - `vectors/turn_search_*`: a search over turns (protocol version 7): one thread of 10,000
+//!   turns (its chain walked, every vector scored), and 100 threads of 1,000 turns named by a
+//!   tag, exactly and through the graph (100,000 candidates).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 // Functions fit on a screen: the threshold is in clippy.toml.
 #![warn(clippy::too_many_lines)]
@@ -280,6 +283,100 @@ fn vector_search(c: &mut Criterion) {
     engine.shutdown();
 }
 
+/// Searches over turns (protocol version 7): the chains of the contexts named walked, their
+/// turns' vectors scored exactly, or past `vector_exact_max` the graph walked with them.
+fn turn_vector_search(c: &mut Criterion) {
+    use ctxstore_engine::turn_vectors::TurnVectorSearch;
+    use ctxstore_engine::vectors::Metric;
+    const DIMS: usize = 384;
+    let dir = bench_dir();
+    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
+    let runtime = compio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(engine.vector_index_create("bench", DIMS as u16, Metric::Cosine, 0))
+        .unwrap();
+    let mut rng = fastrand::Rng::with_seed(34);
+    let mut vector = move || -> Vec<f32> { (0..DIMS).map(|_| rng.f32() - 0.5).collect() };
+    let thread = new_tagged(&engine, &runtime, "alone");
+    append_with_vectors(&engine, &runtime, thread, 10_000, &mut vector);
+    for _ in 0..100 {
+        let context = new_tagged(&engine, &runtime, "many");
+        append_with_vectors(&engine, &runtime, context, 1_000, &mut vector);
+    }
+    wait_for_graph(&engine, 110_000);
+    let one = TurnVectorSearch {
+        index: "bench".into(),
+        vector: vector(),
+        k: 10,
+        context: Some(ctxstore_engine::ContextRef::Id(thread)),
+        ..TurnVectorSearch::default()
+    };
+    c.bench_function("vectors/turn_search_thread_10k_384", |b| {
+        b.iter(|| assert_eq!(engine.vector_search_turns(&one).unwrap().hits.len(), 10))
+    });
+    let tagged = TurnVectorSearch {
+        context: None,
+        tags: vec![("set".into(), "many".into())],
+        ..one.clone()
+    };
+    c.bench_function("vectors/turn_search_tagged_100k_384_graph", |b| {
+        b.iter(|| {
+            let found = engine.vector_search_turns(&tagged).unwrap();
+            assert!(found.hits.len() == 10 && !found.exact)
+        })
+    });
+    let exact = TurnVectorSearch {
+        exact: true,
+        ..tagged.clone()
+    };
+    c.bench_function("vectors/turn_search_tagged_100k_384_exact", |b| {
+        b.iter(|| assert_eq!(engine.vector_search_turns(&exact).unwrap().hits.len(), 10))
+    });
+    engine.shutdown();
+}
+
+fn new_tagged(engine: &Engine, runtime: &compio::runtime::Runtime, set: &str) -> ContextId {
+    let new = ctxstore_engine::NewContext {
+        tags: vec![("set".into(), set.into())],
+        ..ctxstore_engine::NewContext::default()
+    };
+    runtime
+        .block_on(engine.create(new))
+        .unwrap()
+        .context
+        .head
+        .context_id
+}
+
+/// `count` turns appended to `context`, each with one vector of index `bench`, 64 a batch.
+fn append_with_vectors(
+    engine: &Engine,
+    runtime: &compio::runtime::Runtime,
+    context: ContextId,
+    count: usize,
+    vector: &mut impl FnMut() -> Vec<f32>,
+) {
+    for start in (0..count).step_by(64) {
+        let batch = (start..(start + 64).min(count))
+            .map(|i| AppendRequest {
+                context_id: context,
+                expected_head: None,
+                type_tag: 1,
+                codec: 0,
+                payload: AppendPayload::Bytes(Bytes::from(format!("turn {i} of {context}"))),
+                options: ctxstore_engine::TurnOptions {
+                    vectors: Some(ctxstore_engine::TurnVectors::Given {
+                        index: "bench".into(),
+                        vectors: vec![vector()],
+                    }),
+                    ..Default::default()
+                },
+            })
+            .collect();
+        runtime.block_on(engine.append_batch(batch)).unwrap();
+    }
+}
+
 /// `count` entries `i/0000000`… of index `bench`, each with one vector, 128 a put.
 fn put_vectors(
     engine: &Engine,
@@ -320,6 +417,6 @@ fn wait_for_graph(engine: &Engine, vectors: u64) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(50).measurement_time(std::time::Duration::from_secs(4));
-    targets = floor, engine_ops, scope, tenant_listing, vector_search
+    targets = floor, engine_ops, scope, tenant_listing, vector_search, turn_vector_search
 }
 criterion_main!(benches);
