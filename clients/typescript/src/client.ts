@@ -71,12 +71,14 @@ import type {
   TenantKeyRotated,
   Turn,
   TurnInfo,
+  TurnSearchResult,
   TurnSpec,
   VectorEntry,
   VectorIndex,
   VectorLike,
   VectorMetricName,
   VectorSearchResult,
+  VectorTurnSpec,
   VerifyPayloads,
 } from "./types.js";
 
@@ -205,7 +207,7 @@ const RESENT_SAFELY = new Set([
   "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY", "TURN_LOG", "READ_PAGE", "FIND_TURNS",
   "REPLICATION_STATS", "ROLE", "STREAM_LIST", "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC",
   "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL", "TENANT_DELETE",
-  "VECTOR_INDEX_LIST", "VECTOR_SEARCH", "VECTOR_INDEX_CREATE", "KV_PUT_VECTORS",
+  "VECTOR_INDEX_LIST", "VECTOR_SEARCH", "VECTOR_INDEX_CREATE", "KV_PUT_VECTORS", "VECTOR_SEARCH_TURNS",
 ]);
 
 function resendsSafely(request: p.Request<unknown>): boolean {
@@ -1567,6 +1569,69 @@ export class Client {
     };
   }
 
+  // -- version 7: vectors on turns (issue 49, decision 0033) -------------------------------
+
+  /**
+   * VECTOR_SEARCH_TURNS (protocol version 7): the `k` (default 10, 1 to 1,000) turns nearest
+   * `vector` in the index `index` (their vectors written by `appendTurnsVectors`), best first,
+   * after `offset` (default 0; `k + offset` at most 1,000). The turns searched are those of the
+   * contexts named by `context`, `namePrefix` (the contexts whose name starts with it) and `tags`
+   * (the contexts carrying every one, at most 32), each given one narrowing the others; none of
+   * the three: every context of the connection's tenant. A context's turns are those a read of
+   * it returns (a fork's inherited turns included, each turn once). Only turns carrying every
+   * label of `labels` (at most 16) and, when given, of the type tag `typeTag`. Exactly `k` hits
+   * whenever `k + offset` turns or more pass; a turn with several vectors counts once, with its
+   * best. `exact`: every candidate scanned, never the graph; `efSearch`: the graph's breadth for
+   * this search (0: the index's). NotFound for an unknown context or index; TooLarge when the
+   * search names more than 10,000 contexts (narrow the prefix or the tags).
+   */
+  async vectorSearchTurns(
+    index: string,
+    vector: VectorLike,
+    options: CallOptions & {
+      k?: number;
+      offset?: number;
+      context?: ContextLike;
+      namePrefix?: string;
+      tags?: Record<string, string>;
+      labels?: Record<string, string>;
+      typeTag?: number | bigint;
+      exact?: boolean;
+      efSearch?: number;
+    } = {},
+  ): Promise<TurnSearchResult> {
+    const k = options.k ?? 10;
+    const offset = options.offset ?? 0;
+    const query = vectorOf(vector, "the query vector");
+    const namePrefix = options.namePrefix ?? "";
+    if (typeof namePrefix !== "string") throw new TypeError(`namePrefix is a string, not ${typeof namePrefix}`);
+    const typeTag = options.typeTag === undefined ? undefined : typeTagOf(options.typeTag);
+    const answer = await this.run(
+      p.vectorSearchTurns({
+        index,
+        vector: query,
+        k,
+        offset,
+        exact: options.exact === true,
+        efSearch: options.efSearch ?? 0,
+        context: options.context === undefined ? undefined : contextRef(options.context),
+        namePrefix,
+        tags: pairs(options.tags, "tag"),
+        labels: pairs(options.labels, "label"),
+        typeTag,
+      }),
+      options,
+    );
+    checkTurnHits(answer, k, typeTag);
+    const method = p.VECTOR_SEARCH_METHODS[answer.method]!;
+    return {
+      exact: method === "exact",
+      method,
+      candidates: answer.candidates,
+      hits: answer.hits.map((hit) => ({ turn: turnOf(hit.turn), score: hit.score })),
+    };
+  }
+
   // -- version 2: turns for agent frameworks -------------------------------------------
 
   private async sentTurn(spec: TurnSpec, options?: CallOptions): Promise<SentTurn> {
@@ -1612,6 +1677,70 @@ export class Client {
   async appendTurns(context: ContextLike, specs: readonly TurnSpec[], options: WriteOptions & { expectedHead?: number } = {}): Promise<Appended[]> {
     const target = contextRef(context);
     if (specs.length === 0) throw new RangeError("appendTurns needs at least one TurnSpec");
+    return this.sendTurns(target, specs, options, undefined);
+  }
+
+  /**
+   * APPEND_TURNS_VECTORS (protocol version 7): `appendTurns` whose turns carry vectors of the
+   * vector index `index`, the turns and their vectors in one group commit, all or none. Each
+   * turn has up to 16 vectors, all of the index's dimension, every component finite as an f32;
+   * a turn without vectors is appended without any. The vectors live as long as their turn (a
+   * redaction, the context's deletion, a prune below it take them); a turn whose key the
+   * context has already is answered `existing` and writes nothing, its vectors included.
+   * `vectorSearchTurns` finds them. Keys, parents, `expectedHead`, `durability` and the answer
+   * as `appendTurns`'. RangeError or TypeError, before anything is sent, for turns the server
+   * would refuse (naming the turn and the vector); InvalidArgument from the server for a
+   * dimension other than the index's, NotFound for an unknown index or context. `dims` is
+   * needed only when no turn has a vector (else the index is looked up for it).
+   */
+  async appendTurnsVectors(
+    context: ContextLike,
+    turns: readonly VectorTurnSpec[],
+    options: WriteOptions & { index: string; dims?: number; expectedHead?: number },
+  ): Promise<Appended[]> {
+    const target = contextRef(context);
+    if (typeof options !== "object" || options === null || typeof options.index !== "string") {
+      throw new TypeError("appendTurnsVectors needs options.index, the vector index's name");
+    }
+    const index = options.index;
+    if (turns.length === 0) throw new RangeError("appendTurnsVectors needs at least one turn");
+    let dims: number | undefined;
+    const vectors: Float32Array[][] = turns.map((turn, i) => {
+      if (typeof turn !== "object" || turn === null) throw new TypeError(`turn ${i} is a TurnSpec with its vectors`);
+      const given = turn.vectors ?? [];
+      if (!Array.isArray(given)) throw new TypeError(`turn ${i}: vectors is an array of vectors`);
+      if (given.length > p.VECTORS_PER_TURN_MAX) {
+        throw new RangeError(`turn ${i} has ${given.length} vectors; a turn carries at most ${p.VECTORS_PER_TURN_MAX}`);
+      }
+      return given.map((vector: VectorLike, j) => {
+        const converted = vectorOf(vector, `turn ${i}, vector ${j}`);
+        dims ??= converted.length;
+        if (converted.length !== dims) {
+          throw new RangeError(`turn ${i}, vector ${j} has ${converted.length} dimensions, the append's first vector ${dims}: every vector of an append is of the index's dimension`);
+        }
+        return converted;
+      });
+    });
+    if (dims === undefined) {
+      dims = options.dims ?? (await this.vectorIndexes(options)).find((found) => found.name === index)?.dims;
+      if (dims === undefined) throw new NotFound(`no vector index named ${JSON.stringify(index)} (none of the turns has a vector to tell its dimension)`);
+    } else if (options.dims !== undefined && options.dims !== dims) {
+      throw new RangeError(`dims is ${options.dims} but the vectors have ${dims} dimensions`);
+    }
+    // The request's own checks (the index's name, dims) before anything is sent: a payload to
+    // chunk is stored before the request is made.
+    p.checkTurnVectors(index, dims, vectors);
+    return this.sendTurns(target, turns, options, { index, dims, vectors });
+  }
+
+  /** APPEND_TURNS, or with `vectors` APPEND_TURNS_VECTORS: keys, chunked payloads, the answer's
+   * checks. */
+  private async sendTurns(
+    target: p.ContextRef,
+    specs: readonly TurnSpec[],
+    options: WriteOptions & { expectedHead?: number },
+    vectors: { index: string; dims: number; vectors: Float32Array[][] } | undefined,
+  ): Promise<Appended[]> {
     // `idempotency: "auto"`: a key made here, once, for each turn without one; every resend of
     // the request after a failover carries the same keys.
     const keyed = specs.some((spec) => spec.key === undefined) && (await this.autoKeys()) ? specs.map((spec) => (spec.key === undefined ? { ...spec, key: autoKey() } : spec)) : specs;
@@ -1619,11 +1748,15 @@ export class Client {
     const expected = options.expectedHead === undefined ? undefined : u64(options.expectedHead, "expectedHead");
     const records = sent.map((s) => s.record);
     const resendable = records.every((record) => record.extras.key.length > 0);
-    const answers = await this.run(durable({ ...p.appendTurns(target, expected, records), resendable }, options.durability), options);
-    if (answers.length !== sent.length) throw new ProtocolError(`APPEND_TURNS of ${sent.length} turns was answered with ${answers.length}`);
+    const request =
+      vectors === undefined
+        ? p.appendTurns(target, expected, records)
+        : p.appendTurnsVectors(target, expected, vectors.index, vectors.dims, records.map((record, i) => ({ ...record, vectors: vectors.vectors[i]! })));
+    const answers = await this.run(durable({ ...request, resendable }, options.durability), options);
+    if (answers.length !== sent.length) throw new ProtocolError(`${request.name} of ${sent.length} turns was answered with ${answers.length}`);
     let head: number | undefined = expected;
     answers.forEach((answer, i) => {
-      checkAppended(target, sent[i]!, answer, head);
+      checkAppended(target, sent[i]!, answer, head, request.name);
       head = answer.existing ? undefined : answer.turn.turnId;
     });
     return answers.map((a) => ({ turn: turnOf(a.turn), deduped: a.deduped, existing: a.existing }));
@@ -2057,9 +2190,9 @@ function watchTargetOf(target: s.WatchTarget): s.WatchTarget {
   return target;
 }
 
-function checkAppended(context: p.ContextRef, sent: SentTurn, answer: p.AppendedTurnRecord, headBefore: number | undefined): void {
+function checkAppended(context: p.ContextRef, sent: SentTurn, answer: p.AppendedTurnRecord, headBefore: number | undefined, message = "APPEND_TURNS"): void {
   const record = answer.turn;
-  const what = `APPEND_TURNS: turn ${record.turnId}`;
+  const what = `${message}: turn ${record.turnId}`;
   if (typeof context === "number" && record.contextId !== context && !answer.existing) {
     throw new ProtocolError(`${what} is in context ${record.contextId}, not ${context}`);
   }
@@ -2145,6 +2278,26 @@ function checkHits(answer: p.VectorHitsAnswer, k: number, prefix: Uint8Array): v
       if (hit.score > previous.score || (hit.score === previous.score && order > 0)) {
         throw new ProtocolError(`VECTOR_SEARCH answered key ${toHex(hit.key)} (score ${hit.score}) after ${toHex(previous.key)} (score ${previous.score}): not best first`);
       }
+    }
+    previous = hit;
+  }
+}
+
+/** TURN_HITS keeps its promises: at most `k` hits, each turn once, best first (equal scores in
+ * TurnID order), each of the type asked for. */
+function checkTurnHits(answer: p.TurnHitsAnswer, k: number, typeTag: bigint | undefined): void {
+  if (answer.hits.length > k) throw new ProtocolError(`VECTOR_SEARCH_TURNS with k ${k} answered ${answer.hits.length} hits`);
+  const seen = new Set<number>();
+  let previous: p.TurnHitRecord | undefined;
+  for (const hit of answer.hits) {
+    const id = hit.turn.turnId;
+    if (seen.has(id)) throw new ProtocolError(`VECTOR_SEARCH_TURNS answered turn ${id} twice`);
+    seen.add(id);
+    if (typeTag !== undefined && hit.turn.typeTag !== typeTag) {
+      throw new ProtocolError(`VECTOR_SEARCH_TURNS for type tag ${typeTag} answered turn ${id} of type tag ${hit.turn.typeTag}`);
+    }
+    if (previous !== undefined && (hit.score > previous.score || (hit.score === previous.score && id < previous.turn.turnId))) {
+      throw new ProtocolError(`VECTOR_SEARCH_TURNS answered turn ${id} (score ${hit.score}) after turn ${previous.turn.turnId} (score ${previous.score}): not best first`);
     }
     previous = hit;
   }

@@ -1,5 +1,5 @@
 /**
- * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 6).
+ * `@ctxstore/client`: the TypeScript client of ctxstore (protocol versions 1 to 7).
  *
  * ```ts
  * import { Client } from "@ctxstore/client";

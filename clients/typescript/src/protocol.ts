@@ -1,5 +1,5 @@
 /**
- * The ctxstore wire protocol, versions 1 to 6, byte for byte as docs/protocol.md defines it
+ * The ctxstore wire protocol, versions 1 to 7, byte for byte as docs/protocol.md defines it
  * (the reference is the Rust crate `protocol/`; the Python client's `_protocol.py` is a second
  * reading of the same contract). No I/O: request bodies to bytes, response bodies from bytes.
  *
@@ -101,6 +101,7 @@ export const TAKES_ACK_AFTER: ReadonlySet<number> = new Set([
   MsgType.KV_PUT,
   MsgType.KV_PUT_EX,
   MsgType.KV_PUT_VECTORS,
+  MsgType.APPEND_TURNS_VECTORS,
 ]);
 
 /** The reads that may be sent with the frame flag OVERLAYS (every read answering TURNs). */
@@ -1610,16 +1611,19 @@ export function appendTurns(context: ContextRef, expectedHead: number | undefine
     w.contextRef(context);
     expectedHeadFields(w, APPEND_EXPECT_HEAD, expectedHead);
     w.count16(turns.length, "turns");
-    for (const spec of turns) {
-      if ((spec.parentKind === ParentKind.TURN) !== (spec.parentTurnId !== 0)) {
-        throw new RangeError("parentTurnId is set with parent kind TURN only (and 0 is no turn)");
-      }
-      const flags = (spec.summary ? TURN_SPEC_SUMMARY : 0) | (spec.byHash ? TURN_SPEC_BY_HASH : 0);
-      w.u8(spec.parentKind).u64(spec.parentTurnId).u64(spec.typeTag).u32(spec.codec).u8(flags).extras(spec.extras);
-      if (spec.byHash) w.hash(spec.payload);
-      else w.u32(spec.payload.length).bytes(spec.payload);
-    }
+    for (const spec of turns) turnSpec(w, spec);
   }, decodeAppendedTurns);
+}
+
+/** One TURN_SPEC (APPEND_TURNS, APPEND_TURNS_VECTORS). */
+function turnSpec(w: Writer, spec: TurnSpecRecord): void {
+  if ((spec.parentKind === ParentKind.TURN) !== (spec.parentTurnId !== 0)) {
+    throw new RangeError("parentTurnId is set with parent kind TURN only (and 0 is no turn)");
+  }
+  const flags = (spec.summary ? TURN_SPEC_SUMMARY : 0) | (spec.byHash ? TURN_SPEC_BY_HASH : 0);
+  w.u8(spec.parentKind).u64(spec.parentTurnId).u64(spec.typeTag).u32(spec.codec).u8(flags).extras(spec.extras);
+  if (spec.byHash) w.hash(spec.payload);
+  else w.u32(spec.payload.length).bytes(spec.payload);
 }
 
 export function getTurnByKey(context: ContextRef, key: Uint8Array): Request<TurnInfoAnswer> {
@@ -1998,6 +2002,157 @@ export function kvPutVectors(
       for (const vector of entry.vectors) w.f32s(vector);
     }
   }, done);
+}
+
+// --- version 7: vectors on turns (issue 49, decision 0033) --------------------------------
+
+/** Vectors of one turn (APPEND_TURNS_VECTORS). */
+export const VECTORS_PER_TURN_MAX = 16;
+/** VECTOR_SEARCH_TURNS `search_flags` bit 1: only turns of `type_tag`. */
+export const VECTOR_SEARCH_TYPE_TAG = 1 << 1;
+/** VECTOR_SEARCH_TURNS' known `search_flags`. */
+export const VECTOR_SEARCH_TURNS_FLAGS_KNOWN = VECTOR_SEARCH_EXACT | VECTOR_SEARCH_TYPE_TAG;
+/** Tags of one VECTOR_SEARCH_TURNS (a context carries at most 32). */
+export const TURN_SEARCH_TAGS_MAX = 32;
+/** Labels of one VECTOR_SEARCH_TURNS (a turn carries at most 16). */
+export const TURN_SEARCH_LABELS_MAX = 16;
+/** One hit of TURN_HITS: TURN, score. */
+export const TURN_HIT_BYTES = TURN_BYTES + 4;
+
+/** One turn of APPEND_TURNS_VECTORS: its TURN_SPEC and its vectors (none: appended without
+ * any). */
+export interface VectorTurnSpecRecord extends TurnSpecRecord {
+  vectors: readonly Float32Array[];
+}
+
+/** The vectors of APPEND_TURNS_VECTORS' turns as the server takes them (RangeError otherwise,
+ * naming the turn and the vector): the index's name 1..=64 bytes of UTF-8, `dims` 1..=4,096, at
+ * most 16 vectors a turn, each of `dims` components finite as f32. The index's name as bytes. */
+export function checkTurnVectors(index: string, dims: number, vectors: ReadonlyArray<readonly Float32Array[]>): Uint8Array {
+  const name = vectorIndexNameBytes(index, "index");
+  checkDims(dims, "dims");
+  vectors.forEach((list, i) => {
+    if (list.length > VECTORS_PER_TURN_MAX) {
+      throw new RangeError(`turn ${i} has ${list.length} vectors; a turn carries at most ${VECTORS_PER_TURN_MAX}`);
+    }
+    list.forEach((vector, j) => checkVector(vector, dims, `turn ${i}, vector ${j}`));
+  });
+  return name;
+}
+
+/**
+ * APPEND_TURNS_VECTORS (version 7): APPEND_TURNS with each turn's vectors, the turns and their
+ * vectors in one group commit, all or none. Every vector is of the index `index` and of its
+ * dimension `dims`. Answered as APPEND_TURNS. RangeError for what the server refuses: at least
+ * one turn, at most 16 vectors each, each of `dims` components finite as f32, naming the turn
+ * and the vector.
+ */
+export function appendTurnsVectors(
+  context: ContextRef,
+  expectedHead: number | undefined,
+  index: string,
+  dims: number,
+  turns: readonly VectorTurnSpecRecord[],
+): Request<AppendedTurnRecord[]> {
+  if (turns.length === 0) throw new RangeError("APPEND_TURNS_VECTORS carries at least one turn");
+  const name = checkTurnVectors(index, dims, turns.map((turn) => turn.vectors));
+  return request("APPEND_TURNS_VECTORS", MsgType.APPEND_TURNS_VECTORS, 7, (w) => {
+    w.contextRef(context);
+    expectedHeadFields(w, APPEND_EXPECT_HEAD, expectedHead);
+    w.short(name, "index").u16(dims).count16(turns.length, "turns");
+    for (const turn of turns) {
+      turnSpec(w, turn);
+      w.count8(turn.vectors.length, "vectors");
+      for (const vector of turn.vectors) w.f32s(vector);
+    }
+  }, decodeAppendedTurns);
+}
+
+/** VECTOR_SEARCH_TURNS' fields. */
+export interface VectorSearchTurnsFields {
+  index: string;
+  /** The query; its length is the `dims` sent. */
+  vector: Float32Array;
+  /** 1..=1,000. */
+  k: number;
+  /** Hits skipped before the `k` answered; `k + offset` ≤ 1,000. */
+  offset: number;
+  /** EXACT: every candidate scanned, never the graph. */
+  exact: boolean;
+  /** The graph's breadth for this search, 0 (the index's) to 4,096. */
+  efSearch: number;
+  /** One context (undefined: none). */
+  context: ContextRef | undefined;
+  /** The contexts whose name starts with it (empty: none). */
+  namePrefix: string;
+  /** The contexts carrying every one (≤ 32). */
+  tags: ReadonlyArray<readonly [string, string]>;
+  /** Only turns carrying every one of these labels (≤ 16). */
+  labels: ReadonlyArray<readonly [string, string]>;
+  /** Only turns of this type tag (TYPE_TAG); undefined: any. */
+  typeTag: bigint | undefined;
+}
+
+/** One hit of TURN_HITS: the turn and its best vector's score. */
+export interface TurnHitRecord {
+  turn: TurnRecord;
+  score: number;
+}
+
+/** TURN_HITS (version 7): how the search ran (0 EXACT, 1 GRAPH), the vectors compared, the hits
+ * best first. */
+export interface TurnHitsAnswer {
+  method: number;
+  candidates: number;
+  hits: TurnHitRecord[];
+}
+
+/** TURN_HITS: `u8 method` (0 EXACT, 1 GRAPH), `u8 reserved`, `u32 candidates`, `u16 count`
+ * (≤ 1,000), `count` × (TURN, `f32 score`). */
+export function decodeTurnHits(r: Reader): TurnHitsAnswer {
+  const method = r.u8("method");
+  if (method >= VECTOR_SEARCH_METHODS.length) throw r.error("method", `unknown value ${method}`);
+  r.zero(1);
+  const candidates = r.u32("candidates");
+  const count = r.limit(r.u16("count"), VECTOR_K_MAX, "count");
+  r.count(count, TURN_HIT_BYTES, "hits");
+  const hits: TurnHitRecord[] = [];
+  for (let i = 0; i < count; i++) hits.push({ turn: r.turn(), score: r.f32("score") });
+  return { method, candidates, hits };
+}
+
+/**
+ * VECTOR_SEARCH_TURNS (version 7): the `k` turns nearest `vector` among the turns of the
+ * contexts named (the context, the name prefix and the tags given, each narrowing; none of the
+ * three: every context of the tenant) that carry every label and, with a type tag, are of it;
+ * best first. RangeError for what the server refuses (a vector not finite as f32, `k` outside
+ * 1..=1,000, `k + offset` over 1,000, `efSearch` over 4,096, more than 32 tags or 16 labels).
+ */
+export function vectorSearchTurns(fields: VectorSearchTurnsFields): Request<TurnHitsAnswer> {
+  const name = vectorIndexNameBytes(fields.index, "index");
+  const dims = checkDims(fields.vector.length, "a query vector's dimension");
+  checkVector(fields.vector, dims, "the query vector");
+  if (!Number.isInteger(fields.k) || fields.k < 1 || fields.k > VECTOR_K_MAX) throw new RangeError(`k is 1 to ${VECTOR_K_MAX}, not ${fields.k}`);
+  if (!Number.isInteger(fields.offset) || fields.offset < 0 || fields.k + fields.offset > VECTOR_K_MAX) {
+    throw new RangeError(`offset is a whole number with k + offset at most ${VECTOR_K_MAX}, not ${fields.offset} (k ${fields.k})`);
+  }
+  checkEfSearch(fields.efSearch);
+  if (fields.tags.length > TURN_SEARCH_TAGS_MAX) throw new RangeError(`a turn search names at most ${TURN_SEARCH_TAGS_MAX} tags, not ${fields.tags.length}`);
+  if (fields.labels.length > TURN_SEARCH_LABELS_MAX) {
+    throw new RangeError(`a turn search names at most ${TURN_SEARCH_LABELS_MAX} labels, not ${fields.labels.length}`);
+  }
+  if (fields.context === 0 || fields.context === "") throw new RangeError("context 0 (or an empty name) is no context: leave it undefined");
+  const typeTag = fields.typeTag;
+  if (typeTag !== undefined && (typeof typeTag !== "bigint" || typeTag < 0n || typeTag > U64_MAX)) {
+    throw new RangeError(`a type tag is a u64 (a bigint), not ${String(typeTag)}`);
+  }
+  const flags = (fields.exact ? VECTOR_SEARCH_EXACT : 0) | (typeTag === undefined ? 0 : VECTOR_SEARCH_TYPE_TAG);
+  return request("VECTOR_SEARCH_TURNS", MsgType.VECTOR_SEARCH_TURNS, 7, (w) => {
+    w.short(name, "index").u16(dims).f32s(fields.vector);
+    w.u16(fields.k).u16(fields.offset).u8(flags).u8(0).u16(fields.efSearch);
+    w.contextRef(fields.context ?? 0).shortStr(fields.namePrefix, "name prefix").tags(fields.tags).tags(fields.labels, "labels");
+    w.u64(typeTag ?? 0n);
+  }, decodeTurnHits);
 }
 
 /** A write of TAKES_ACK_AFTER sent with the frame flag ACK_AFTER (version 4): acknowledged once

@@ -208,6 +208,31 @@ export interface VectorSearchResult {
   hits: VectorHit[];
 }
 
+/** A turn of `appendTurnsVectors` (protocol version 7): what `appendTurns` takes, and the
+ * turn's vectors (up to 16, of the index's dimension; none: appended without any). They live as
+ * long as the turn: a redaction, its context's deletion or a prune below it takes them. */
+export interface VectorTurnSpec extends TurnSpec {
+  vectors?: readonly VectorLike[];
+}
+
+/** A hit of `vectorSearchTurns`: the turn and the score of its best vector (higher is
+ * nearer). */
+export interface TurnHit {
+  turn: Turn;
+  score: number;
+}
+
+/** What `vectorSearchTurns` found (protocol version 7): the hits best first (equal scores in
+ * TurnID order), exactly `k` whenever `k + offset` turns or more pass; how the server searched
+ * (`exact` true, `method` `exact`: every candidate compared; else the index's graph) and how
+ * many vectors it compared. */
+export interface TurnSearchResult {
+  exact: boolean;
+  method: "exact" | "graph";
+  candidates: number;
+  hits: TurnHit[];
+}
+
 export interface Retention {
   info: ContextInfo;
   /** Turns below it are not read through the context (0: all). */

@@ -50,9 +50,9 @@ afterAll(async () => {
 });
 
 describe("version 1", () => {
-  test("HELLO negotiates version 6, the newest, and tells the server's limits", async () => {
+  test("HELLO negotiates version 7, the newest, and tells the server's limits", async () => {
     const info = await client.serverInfo();
-    expect([info.version, PROTOCOL_VERSION]).toEqual([6, 6]);
+    expect([info.version, PROTOCOL_VERSION]).toEqual([7, 7]);
     expect(info.blobBytesMax).toBeGreaterThan(0);
     expect(info.readTurnsMax).toBeGreaterThan(0);
     await client.ping();

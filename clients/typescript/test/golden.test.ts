@@ -1,5 +1,5 @@
 /**
- * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3, -v4, -v5 and -v6, byte for byte:
+ * The golden frames of protocol/tests/golden-v1.txt, -v2, -v3, -v4, -v5, -v6 and -v7, byte for byte:
  * every request frame this client encodes equals its golden bytes (header included), and every
  * answer frame decodes (strictly: every byte read, reserved bytes zero) to the documented
  * values. Every golden frame is covered: a frame added to the files fails the first test until
@@ -14,7 +14,7 @@ import * as p from "../src/protocol.js";
 import * as s from "../src/streams.js";
 import { goldenFrames } from "./golden-frames.js";
 
-const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt", "golden-v5.txt", "golden-v6.txt");
+const GOLDEN = goldenFrames("golden-v1.txt", "golden-v2.txt", "golden-v3.txt", "golden-v4.txt", "golden-v5.txt", "golden-v6.txt", "golden-v7.txt");
 const HASH_A0 = Uint8Array.from({ length: 32 }, (_, i) => 0xa0 + i);
 const HASH_00 = Uint8Array.from({ length: 32 }, (_, i) => i);
 const range = (from: number, to: number): Uint8Array => Uint8Array.from({ length: to - from }, (_, i) => from + i);
@@ -45,6 +45,23 @@ const RAW_HELLO: p.PayloadRecord = { encoding: p.PayloadEncoding.RAW, rawLen: 5,
 const MEMORIES: p.VectorIndexRecord = { indexId: 1, dims: 3, metric: p.VectorMetric.COSINE, efSearch: 128, vectors: 2, name: "memories" };
 const VECTOR_SEARCH_FIELDS: p.VectorSearchFields = {
   context: 3, index: "m", vector: Float32Array.of(1), k: 1, offset: 0, exact: false, efSearch: 0, prefix: new Uint8Array(0), filter: new Uint8Array(0),
+};
+
+/** A TURN_SPEC's fields that the version-7 golden requests leave at their defaults. */
+const SPEC_DEFAULTS = { parentKind: p.ParentKind.HEAD, parentTurnId: 0, codec: 0, summary: false, byHash: false } as const;
+/** The version-7 golden VECTOR_SEARCH_TURNS. */
+const VECTOR_SEARCH_TURNS_GOLDEN: p.VectorSearchTurnsFields = {
+  index: "recall",
+  vector: Float32Array.of(1, 0, 0),
+  k: 5,
+  offset: 0,
+  exact: false,
+  efSearch: 0,
+  context: undefined,
+  namePrefix: "user-42/",
+  tags: [["project", "x"]],
+  labels: [["role", "user"]],
+  typeTag: 1n,
 };
 
 /** Requests: name → (req_id, the request this client encodes). */
@@ -139,6 +156,15 @@ const REQUESTS: Record<string, [number, p.Request<unknown>]> = {
       filter: utf8('{"color":{"$ne":"red"}}'),
     }),
   ],
+  // Version 7 (decision 0033): vectors on turns.
+  append_turns_vectors: [
+    86,
+    p.appendTurnsVectors("thread-1", 42, "recall", 3, [
+      { ...SPEC_DEFAULTS, typeTag: 1n, extras: { key: new Uint8Array(0), labels: [["role", "user"]], links: [] }, payload: utf8("hi"), vectors: [Float32Array.of(1, 0, -0.5)] },
+      { ...SPEC_DEFAULTS, typeTag: 2n, extras: NO_EXTRAS, payload: utf8("ok"), vectors: [] },
+    ]),
+  ],
+  vector_search_turns: [87, p.vectorSearchTurns(VECTOR_SEARCH_TURNS_GOLDEN)],
   patch_turn: [23, p.patchTurn(42, utf8("fixed"))],
   redact_turn: [24, p.redactTurn(42)],
   purge_blob: [25, p.purgeBlob(HASH_A0)],
@@ -250,7 +276,18 @@ const ANSWERS: Record<string, Answer> = {
   vector_hits: [85, R(T.VECTOR_SEARCH), 0, p.decodeVectorHits, {
     method: 0, candidates: 4, hits: [{ key: utf8("i/a"), score: 0.875, valueHash: range(0x30, 0x50), valueLen: 13 }],
   }],
+  turns_stored: [86, R(T.APPEND_TURNS_VECTORS), 0, p.decodeAppendedTurns, [{ turn: TURN, deduped: false, existing: false }]],
+  turn_hits: [87, R(T.VECTOR_SEARCH_TURNS), 0, p.decodeTurnHits, { method: 1, candidates: 300, hits: [{ turn: TURN, score: 0.75 }] }],
 };
+
+test("the version-7 messages need version 7; APPEND_TURNS_VECTORS takes ACK_AFTER", () => {
+  expect(p.PROTOCOL_VERSION).toBe(7);
+  expect(p.SUPPORTED_VERSIONS).toEqual([1, 7]);
+  expect(REQUESTS["vector_search_turns"]![1].minVersion).toBe(7);
+  const append = p.ackAfter(REQUESTS["append_turns_vectors"]![1], "remote");
+  expect([append.flags, append.minVersion]).toEqual([2 << p.ACK_AFTER_SHIFT, 7]);
+  expect(() => p.ackAfter(p.vectorSearchTurns(VECTOR_SEARCH_TURNS_GOLDEN), "local")).toThrow(/ACK_AFTER/);
+});
 
 test("the version-6 messages need version 6; KV_PUT_VECTORS takes ACK_AFTER", () => {
   for (const request of [p.vectorIndexCreate("m", 3, p.VectorMetric.L2, 0), p.vectorIndexDrop("m"), p.vectorIndexList(), REQUESTS["vector_search"]![1]]) {

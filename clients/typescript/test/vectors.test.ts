@@ -5,6 +5,9 @@
  * filter, an overwrite, a delete or an expiry taking an entry's vectors with it, and what is
  * refused: by the client before sending (RangeError, TypeError) and by the server when sent as
  * raw frames (InvalidArgument, TooLarge, NotFound; the connection stays open, nothing written).
+ * Version 7: turns appended with their vectors (APPEND_TURNS_VECTORS) to named, tagged contexts
+ * and searched (VECTOR_SEARCH_TURNS) by context, name prefix, tags, labels and type tag, with
+ * exactly `k` after an offset, and the same refusals, nothing appended.
  */
 
 import net from "node:net";
@@ -13,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 
 import { Client, InvalidArgument, NotFound, NotSupported, ProtocolError, TooLarge } from "../src/index.js";
 import * as p from "../src/protocol.js";
-import type { VectorMetricName } from "../src/types.js";
+import type { Turn, VectorMetricName, VectorTurnSpec } from "../src/types.js";
 import { frame, helloAnswer } from "./fake_frames.js";
 import { Server } from "./server.js";
 
@@ -70,9 +73,9 @@ function json(value: unknown): Uint8Array {
   return utf8(JSON.stringify(value));
 }
 
-test("HELLO negotiates version 6", async () => {
-  expect((await client.serverInfo()).version).toBe(6);
-  expect(p.PROTOCOL_VERSION).toBe(6);
+test("HELLO negotiates version 7", async () => {
+  expect((await client.serverInfo()).version).toBe(7);
+  expect(p.PROTOCOL_VERSION).toBe(7);
 });
 
 describe("indexes", () => {
@@ -301,6 +304,287 @@ describe("an entry's vectors", () => {
   });
 });
 
+describe("turns with vectors (version 7)", () => {
+  const INDEX = "idx-turns";
+  /** Degrees between two turns of a context; B's turns sit half a step after A's. */
+  const STEP = 4;
+  /** The query: just before A's first turn on the circle, so A0, B0, A1, B1… is the order. */
+  const QUERY_DEGREES = -1;
+  interface Known {
+    turn: Turn;
+    context: "a" | "b";
+    i: number;
+    degrees: number[];
+    role: string;
+    typeTag: bigint;
+  }
+  const known: Known[] = [];
+  const plain: Turn[] = [];
+  let base: string;
+  let nameA: string;
+  let nameB: string;
+  let idA: number;
+
+  const at = (degrees: number): number[] => [Math.cos((degrees * Math.PI) / 180), Math.sin((degrees * Math.PI) / 180)];
+  const query = at(QUERY_DEGREES);
+
+  /** The turns passing `keep`, best first by cosine (each turn with its best vector). */
+  function expected(keep: (turn: Known) => boolean): Array<[Known, number]> {
+    return known
+      .filter(keep)
+      .map((turn): [Known, number] => [turn, Math.max(...turn.degrees.map((d) => score("cosine", query, at(d))))])
+      .sort((x, y) => y[1] - x[1] || x[0].turn.turnId - y[0].turn.turnId);
+  }
+  const names = (hits: Array<{ turn: Turn }>): string[] =>
+    hits.map((hit) => {
+      const found = known.find((turn) => turn.turn.turnId === hit.turn.turnId);
+      return found === undefined ? `turn ${hit.turn.turnId}` : `${found.context}${found.i}`;
+    });
+  const want = (keep: (turn: Known) => boolean, from = 0, to?: number): string[] =>
+    expected(keep)
+      .slice(from, to)
+      .map(([turn]) => `${turn.context}${turn.i}`);
+
+  beforeAll(async () => {
+    base = `turns-${Date.now()}-${Math.floor(Math.random() * 1e9)}`;
+    nameA = `${base}/a`;
+    nameB = `${base}/b`;
+    await client.vectorIndexCreate(INDEX, 2);
+    idA = (await client.openContext(nameA, { tags: { project: "x", team: "t" } })).info.contextId;
+    await client.openContext(nameB, { tags: { project: "y", team: "t" } });
+    for (const [context, name, start] of [["a", nameA, 0], ["b", nameB, STEP / 2]] as const) {
+      const specs: VectorTurnSpec[] = [];
+      const meta: Array<Omit<Known, "turn">> = [];
+      for (let i = 0; i < 10; i++) {
+        // A's last turn has a second vector, far off: it counts once, with its best.
+        const degrees = context === "a" && i === 9 ? [start + i * STEP, 200] : [start + i * STEP];
+        const role = i % 2 === 0 ? "user" : "assistant";
+        const typeTag = i < 5 ? 10n : 20n;
+        specs.push({ payload: utf8(`${context}/${i}`), key: `${context}-${i}`, typeTag, labels: { role }, vectors: degrees.map(at) });
+        meta.push({ context, i, degrees, role, typeTag });
+      }
+      specs.push({ payload: utf8(`${context}/plain`), labels: { role: "user" }, typeTag: 10n }); // no vector: never a hit
+      const appended = await client.appendTurnsVectors(name, specs, { index: INDEX });
+      expect(appended).toHaveLength(11);
+      meta.forEach((m, i) => known.push({ ...m, turn: appended[i]!.turn }));
+      plain.push(appended[10]!.turn);
+      // Each turn hangs from the one before it, as appendTurns'.
+      appended.slice(1).forEach((turn, i) => expect(turn.turn.parentTurnId).toBe(appended[i]!.turn.turnId));
+    }
+    expect((await client.vectorIndexes()).find((index) => index.name === INDEX)?.vectors).toBe(21);
+  });
+
+  afterAll(async () => {
+    await client.vectorIndexDrop(INDEX);
+  });
+
+  test("every context of the tenant: the k nearest turns, best first, with their scores", async () => {
+    const found = await client.vectorSearchTurns(INDEX, query, { k: 6 });
+    expect(names(found.hits)).toEqual(["a0", "b0", "a1", "b1", "a2", "b2"]);
+    expect(names(found.hits)).toEqual(want(() => true, 0, 6));
+    const best = expected(() => true);
+    found.hits.forEach((hit, i) => {
+      expect(hit.score).toBeCloseTo(best[i]![1], 5);
+      expect(hit.turn).toEqual(best[i]![0].turn); // the TURN as the append answered it
+    });
+    expect(typeof found.exact).toBe("boolean");
+    expect(found.method).toBe(found.exact ? "exact" : "graph");
+
+    const exact = await client.vectorSearchTurns(INDEX, Float32Array.from(query), { k: 1000, exact: true });
+    expect([exact.exact, exact.method]).toEqual([true, "exact"]);
+    expect(exact.candidates).toBeGreaterThanOrEqual(21);
+    expect(names(exact.hits)).toEqual(want(() => true)); // all twenty, each once; the plain turns never
+    expect(exact.hits.some((hit) => plain.some((turn) => turn.turnId === hit.turn.turnId))).toBe(false);
+    // A query far from everything else finds A9 by its second vector, scored by it.
+    const far = await client.vectorSearchTurns(INDEX, at(200), { k: 1 });
+    expect(names(far.hits)).toEqual(["a9"]);
+    expect(far.hits[0]!.score).toBeCloseTo(1, 5);
+  });
+
+  test("by context (id or name), by name prefix, by tags: each given narrows the others", async () => {
+    const search = async (options: Parameters<Client["vectorSearchTurns"]>[2]) => names((await client.vectorSearchTurns(INDEX, query, options)).hits);
+    expect(await search({ k: 3, context: idA })).toEqual(want((t) => t.context === "a", 0, 3));
+    expect(await search({ k: 3, context: nameB })).toEqual(["b0", "b1", "b2"]);
+    // Exactly k whenever k pass; fewer only when fewer pass.
+    expect(await search({ k: 20, namePrefix: `${base}/` })).toEqual(want(() => true));
+    expect(await search({ k: 25, namePrefix: `${base}/` })).toHaveLength(20);
+    expect(await search({ k: 4, namePrefix: nameB })).toEqual(want((t) => t.context === "b", 0, 4));
+    expect(await search({ k: 10, namePrefix: `${base}/nobody` })).toEqual([]);
+    expect(await search({ k: 20, tags: { project: "x" } })).toEqual(want((t) => t.context === "a"));
+    expect(await search({ k: 20, tags: { team: "t", project: "y" } })).toEqual(want((t) => t.context === "b"));
+    expect(await search({ k: 5, tags: { team: "t" }, namePrefix: `${base}/` })).toEqual(want(() => true, 0, 5));
+    expect(await search({ k: 5, context: idA, tags: { project: "x" } })).toEqual(want((t) => t.context === "a", 0, 5));
+    expect(await search({ k: 5, context: idA, namePrefix: nameB })).toEqual([]);
+    expect(await search({ k: 5, context: nameA, tags: { project: "y" } })).toEqual([]);
+  });
+
+  test("labels and type tag; exactly k after an offset", async () => {
+    const search = async (options: Parameters<Client["vectorSearchTurns"]>[2]) => (await client.vectorSearchTurns(INDEX, query, options)).hits;
+    const assistants = (t: Known) => t.role === "assistant";
+    expect(names(await search({ k: 3, offset: 1, labels: { role: "assistant" } }))).toEqual(want(assistants, 1, 4));
+    expect(names(await search({ k: 3, offset: 1, labels: { role: "assistant" } }))).toEqual(["b1", "a3", "b3"]);
+    expect(names(await search({ k: 100, labels: { role: "assistant" } }))).toHaveLength(10);
+    const typed = await search({ k: 100, typeTag: 20n });
+    expect(names(typed)).toEqual(want((t) => t.typeTag === 20n));
+    expect(typed).toHaveLength(10);
+    expect(typed.every((hit) => hit.turn.typeTag === 20n)).toBe(true);
+    expect(names(await search({ k: 100, typeTag: 10 }))).toEqual(want((t) => t.typeTag === 10n)); // a number tag too
+    expect(await search({ k: 5, typeTag: 30n })).toEqual([]);
+    // Everything at once: B's user turns of type 10 (0, 2, 4) after the first.
+    expect(names(await search({ k: 5, offset: 1, tags: { project: "y" }, labels: { role: "user" }, typeTag: 10n }))).toEqual(["b2", "b4"]);
+    // Offsets page through the ranking; past the end, fewer.
+    const ten = names(await search({ k: 10, namePrefix: `${base}/` }));
+    const first = names(await search({ k: 5, offset: 0, namePrefix: `${base}/` }));
+    const second = names(await search({ k: 5, offset: 5, namePrefix: `${base}/` }));
+    expect([...first, ...second]).toEqual(ten);
+    expect(names(await search({ k: 10, offset: 18, namePrefix: `${base}/` }))).toEqual(want(() => true, 18));
+    expect(await search({ k: 10, offset: 20, namePrefix: `${base}/` })).toEqual([]);
+  });
+
+  test("a fork finds what it inherited; a retry by key writes nothing, vectors included", async () => {
+    const a4 = known.find((t) => t.context === "a" && t.i === 4)!.turn;
+    const fork = await client.fork(a4.turnId);
+    const inherited = await client.vectorSearchTurns(INDEX, query, { k: 10, context: fork.contextId });
+    expect(names(inherited.hits)).toEqual(want((t) => t.context === "a" && t.i <= 4));
+
+    const again = await client.appendTurnsVectors(nameA, [{ payload: utf8("a/0"), key: "a-0", vectors: [at(QUERY_DEGREES)] }], { index: INDEX, durability: "local" });
+    expect(again[0]!.existing).toBe(true);
+    expect(again[0]!.turn.turnId).toBe(known[0]!.turn.turnId);
+    expect((await client.vectorIndexes()).find((index) => index.name === INDEX)?.vectors).toBe(21);
+    const top = await client.vectorSearchTurns(INDEX, query, { k: 1, context: nameA });
+    expect(top.hits[0]!.score).toBeCloseTo(score("cosine", query, at(0)), 5); // its old vector, not the new one
+  });
+
+  test("a redacted turn is never a hit; a turn without vectors needs dims, given or looked up", async () => {
+    const ctx = await context("turns-redact");
+    await client.vectorIndexCreate("idx-turns-redact", 3);
+    const appended = await client.appendTurnsVectors(
+      ctx,
+      [
+        { payload: utf8("one"), vectors: [[1, 0, 0]] },
+        { payload: utf8("two"), vectors: [[0, 1, 0], [0, 0, 1]] },
+      ],
+      { index: "idx-turns-redact", expectedHead: 0 },
+    );
+    const ids = appended.map((turn) => turn.turn.turnId);
+    const hits = async () => (await client.vectorSearchTurns("idx-turns-redact", [1, 1, 0], { k: 10, context: ctx, exact: true })).hits.map((hit) => hit.turn.turnId);
+    expect((await hits()).sort()).toEqual([...ids].sort());
+    await client.redactTurn(ids[0]!);
+    expect(await hits()).toEqual([ids[1]]);
+
+    // No vector in the request: the dimension from `dims`, else from the index list.
+    const bare = await client.appendTurnsVectors(ctx, [{ payload: utf8("three") }], { index: "idx-turns-redact" });
+    const given = await client.appendTurnsVectors(ctx, [{ payload: utf8("four"), vectors: [] }], { index: "idx-turns-redact", dims: 3 });
+    expect(given[0]!.turn.parentTurnId).toBe(bare[0]!.turn.turnId);
+    await expect(client.appendTurnsVectors(ctx, [{ payload: utf8("five") }], { index: "no-such-index" })).rejects.toBeInstanceOf(NotFound);
+    expect((await client.head(ctx)).headTurnId).toBe(given[0]!.turn.turnId);
+    expect(await hits()).toEqual([ids[1]]);
+    await client.vectorIndexDrop("idx-turns-redact");
+  });
+
+  describe("refused, nothing appended", () => {
+    let ctx: string;
+    let headBefore: number;
+    const vectorsIn = async (index: string) => (await client.vectorIndexes()).find((found) => found.name === index)?.vectors;
+
+    beforeAll(async () => {
+      ctx = await context("turns-refused");
+      await client.vectorIndexCreate("idx-turns-refused", 4);
+      const [first] = await client.appendTurnsVectors(ctx, [{ payload: utf8("kept"), vectors: [[1, 0, 0, 0]] }], { index: "idx-turns-refused" });
+      headBefore = first!.turn.turnId;
+    });
+
+    afterAll(async () => {
+      await client.vectorIndexDrop("idx-turns-refused");
+    });
+
+    test("by the client, before sending: dimensions, NaN, more than 16 vectors, names, counts, k", async () => {
+      const append = (vectors: unknown[][], options: Partial<Parameters<Client["appendTurnsVectors"]>[2]> = {}) =>
+        client.appendTurnsVectors(
+          ctx,
+          vectors.map((list, i) => ({ payload: utf8(`bad-${i}`), vectors: list as number[][] })),
+          { index: "idx-turns-refused", ...options },
+        );
+      await expect(append([[[1, 0, 0, 0]], [[1, 0, 0]]])).rejects.toThrow(/turn 1, vector 0 has 3 dimensions/);
+      await expect(append([[[1, Number.NaN, 0, 0]]])).rejects.toThrow(/turn 0, vector 0: component 1 is NaN/);
+      await expect(append([[[1, 0, Number.NEGATIVE_INFINITY, 0]]])).rejects.toThrow(RangeError);
+      await expect(append([[[1, 0, 0, 1e39]]])).rejects.toThrow(/beyond the f32 range/);
+      await expect(append([[[1, 0, "0", 0]]])).rejects.toThrow(TypeError);
+      await expect(append([[], Array.from({ length: 17 }, () => [1, 0, 0, 0])])).rejects.toThrow(/turn 1 has 17 vectors; a turn carries at most 16/);
+      await expect(append([[[1, 0, 0, 0]]], { dims: 3 })).rejects.toThrow(/dims is 3 but the vectors have 4/);
+      await expect(append([[[1, 0, 0, 0]]], { index: "" })).rejects.toThrow(RangeError);
+      await expect(append([[[1, 0, 0, 0]]], { index: "x".repeat(65) })).rejects.toThrow(RangeError);
+      await expect(append([[]], { dims: 0 })).rejects.toThrow(RangeError);
+      await expect(client.appendTurnsVectors(ctx, [], { index: "idx-turns-refused" })).rejects.toThrow(RangeError);
+      await expect(client.appendTurnsVectors(ctx, [{ payload: utf8("x") }], undefined as never)).rejects.toThrow(TypeError);
+
+      const search = (vector: unknown, options: Parameters<Client["vectorSearchTurns"]>[2] = {}) =>
+        client.vectorSearchTurns("idx-turns-refused", vector as number[], options);
+      await expect(search([1, Number.NaN, 0, 0])).rejects.toThrow(/query vector: component 1 is NaN/);
+      await expect(search([])).rejects.toThrow(RangeError);
+      await expect(search([1, 0, 0, 0], { k: 0 })).rejects.toThrow(/k is 1 to 1000/);
+      await expect(search([1, 0, 0, 0], { k: 10, offset: 991 })).rejects.toThrow(/k \+ offset at most 1000/);
+      await expect(search([1, 0, 0, 0], { efSearch: 4097 })).rejects.toThrow(RangeError);
+      const many = (count: number) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`k${i}`, "v"]));
+      await expect(search([1, 0, 0, 0], { tags: many(33) })).rejects.toThrow(/at most 32 tags/);
+      await expect(search([1, 0, 0, 0], { labels: many(17) })).rejects.toThrow(/at most 16 labels/);
+      await expect(search([1, 0, 0, 0], { typeTag: -1 })).rejects.toThrow(RangeError);
+      await expect(search([1, 0, 0, 0], { typeTag: 1n << 64n })).rejects.toThrow(RangeError);
+      await expect(search([1, 0, 0, 0], { context: "" })).rejects.toThrow(RangeError);
+    });
+
+    test("by the server: another dimension, NaN, more than 16 vectors, an unknown index or context", async () => {
+      // Through the client: consistent vectors of another dimension, an index it does not have.
+      const dims = await client.appendTurnsVectors(ctx, [{ payload: utf8("d"), vectors: [[1, 0, 0]] }], { index: "idx-turns-refused" }).catch((e: unknown) => e);
+      expect(dims).toBeInstanceOf(InvalidArgument);
+      expect(String(dims)).toMatch(/3/);
+      expect(String(dims)).toMatch(/4/);
+      await expect(client.appendTurnsVectors(ctx, [{ payload: utf8("i"), vectors: [[1, 0, 0, 0]] }], { index: "no-such-index" })).rejects.toBeInstanceOf(NotFound);
+      await expect(
+        client.appendTurnsVectors(`no-such-context-${Date.now()}`, [{ payload: utf8("c"), vectors: [[1, 0, 0, 0]] }], { index: "idx-turns-refused" }),
+      ).rejects.toBeInstanceOf(NotFound);
+
+      // As raw frames, past the client's checks.
+      const appendFrame = (count: number, components: number[], index = "idx-turns-refused") => {
+        const w = new p.Writer().contextRef(ctx).u32(0).u64(0).shortStr(index, "index").u16(components.length).u16(1);
+        w.u8(p.ParentKind.HEAD).u64(0).u64(0).u32(0).u8(0).extras({ key: new Uint8Array(0), labels: [], links: [] });
+        w.u32(3).bytes(utf8("raw")).u8(count);
+        for (let i = 0; i < count; i++) w.f32s(Float32Array.from(components));
+        return p.raw(p.MsgType.APPEND_TURNS_VECTORS, p.concat(w.finish()), 7);
+      };
+      await expect(client.request(appendFrame(1, [1, Number.NaN, 0, 0]))).rejects.toBeInstanceOf(InvalidArgument);
+      await expect(client.request(appendFrame(1, [1, Number.POSITIVE_INFINITY, 0, 0]))).rejects.toBeInstanceOf(InvalidArgument);
+      const crowded = await client.request(appendFrame(17, [1, 0, 0, 0])).catch((e: unknown) => e);
+      expect(crowded).toBeInstanceOf(TooLarge);
+      expect(String(crowded)).toMatch(/vectors per turn/);
+      await expect(client.request(appendFrame(1, [1, 0, 0, 0], "no-such-index"))).rejects.toBeInstanceOf(NotFound);
+      expect(client.connected).toBe(true);
+
+      const search = (options: Parameters<Client["vectorSearchTurns"]>[2], index = "idx-turns-refused", vector = [1, 0, 0, 0]) =>
+        client.vectorSearchTurns(index, vector, options);
+      await expect(search({}, "no-such-index")).rejects.toBeInstanceOf(NotFound);
+      await expect(search({}, "idx-turns-refused", [1, 0, 0])).rejects.toBeInstanceOf(InvalidArgument);
+      await expect(search({ context: `no-such-context-${Date.now()}` })).rejects.toBeInstanceOf(NotFound);
+      const searchFrame = (k: number, offset: number, vector: number[]) => {
+        const w = new p.Writer().shortStr("idx-turns-refused", "index").u16(vector.length).f32s(Float32Array.from(vector));
+        w.u16(k).u16(offset).u8(0).u8(0).u16(0).contextRef(0).u16(0).u16(0).u16(0).u64(0);
+        return p.raw(p.MsgType.VECTOR_SEARCH_TURNS, p.concat(w.finish()), 7);
+      };
+      await expect(client.request(searchFrame(1, 0, [Number.NaN, 0, 0, 0]))).rejects.toBeInstanceOf(InvalidArgument);
+      await expect(client.request(searchFrame(0, 0, [1, 0, 0, 0]))).rejects.toBeInstanceOf(InvalidArgument);
+      await expect(client.request(searchFrame(10, 991, [1, 0, 0, 0]))).rejects.toBeInstanceOf(TooLarge);
+      expect(client.connected).toBe(true);
+    });
+
+    test("nothing was appended: the head and the index's vectors are as they were", async () => {
+      expect((await client.head(ctx)).headTurnId).toBe(headBefore);
+      expect(await vectorsIn("idx-turns-refused")).toBe(1);
+      const found = await client.vectorSearchTurns("idx-turns-refused", [1, 0, 0, 0], { k: 10, context: ctx, exact: true });
+      expect(found.hits.map((hit) => hit.turn.turnId)).toEqual([headBefore]);
+    });
+  });
+});
+
 describe("refused", () => {
   let ctx: string;
 
@@ -436,7 +720,36 @@ describe("the codec and the answer's promises", () => {
     expect(p.TAKES_ACK_AFTER.has(p.MsgType.KV_PUT_VECTORS)).toBe(true);
   });
 
-  test("a version-5 server is sent nothing; hits out of order or outside the prefix are a ProtocolError", async () => {
+  test("TURN_HITS decodes strictly; APPEND_TURNS_VECTORS and VECTOR_SEARCH_TURNS need version 7", () => {
+    const turn = (turnId: number, typeTag = 1n) =>
+      new p.Writer().u64(turnId).u64(0).u64(3).u32(0).u32(0).u64(typeTag).hash(new Uint8Array(32)).u32(0).u32(0).u64(1_767_225_600_000).finish();
+    const hits = (method: number, reserved = 0, count = 1) =>
+      p.concat([...new p.Writer().u8(method).u8(reserved).u32(9).u16(count).finish(), ...turn(42), ...new p.Writer().f32s(Float32Array.of(0.5)).finish()]);
+    const decoded = p.decodeBody("TURN_HITS", hits(0), p.decodeTurnHits);
+    expect([decoded.method, decoded.candidates, decoded.hits.length, decoded.hits[0]!.turn.turnId, decoded.hits[0]!.score]).toEqual([0, 9, 1, 42, 0.5]);
+    expect(() => p.decodeBody("TURN_HITS", hits(2), p.decodeTurnHits)).toThrow(ProtocolError);
+    expect(() => p.decodeBody("TURN_HITS", hits(1, 1), p.decodeTurnHits)).toThrow(ProtocolError);
+    expect(() => p.decodeBody("TURN_HITS", hits(1, 0, 2), p.decodeTurnHits)).toThrow(ProtocolError);
+    expect(() => p.decodeBody("TURN_HITS", hits(1).subarray(0, 8 + 88 + 3), p.decodeTurnHits)).toThrow(/too short/);
+
+    const spec: p.VectorTurnSpecRecord = {
+      parentKind: p.ParentKind.HEAD, parentTurnId: 0, typeTag: 0n, codec: 0, summary: false,
+      extras: { key: new Uint8Array(0), labels: [], links: [] }, payload: utf8("x"), byHash: false, vectors: [Float32Array.of(1, 2)],
+    };
+    expect(p.appendTurnsVectors(1, undefined, "i", 2, [spec]).minVersion).toBe(7);
+    expect(p.TAKES_ACK_AFTER.has(p.MsgType.APPEND_TURNS_VECTORS)).toBe(true);
+    expect(() => p.appendTurnsVectors(1, undefined, "i", 3, [spec])).toThrow(/turn 0, vector 0 has 2 dimensions; the index has 3/);
+    expect(() => p.appendTurnsVectors(1, undefined, "i", 2, [{ ...spec, vectors: Array.from({ length: 17 }, () => Float32Array.of(1, 2)) }])).toThrow(/at most 16/);
+    expect(() => p.appendTurnsVectors(1, undefined, "i", 2, [])).toThrow(RangeError);
+    // Without TYPE_TAG the type tag is 0; CONTEXT_REF u16 0, u64 0 when no context is named.
+    const search = p.vectorSearchTurns({
+      index: "i", vector: Float32Array.of(1), k: 1, offset: 0, exact: true, efSearch: 0, context: undefined, namePrefix: "", tags: [], labels: [], typeTag: undefined,
+    });
+    expect(search.minVersion).toBe(7);
+    expect(Buffer.from(p.concat(search.body)).toString("hex")).toBe("0100690100" + "0000803f" + "0100" + "0000" + "01" + "00" + "0000" + "0000" + "0000000000000000" + "0000" + "0000" + "0000" + "0000000000000000");
+  });
+
+  test("a version-5 server is sent nothing (a version-6 one nothing of version 7); hits out of order or outside the prefix are a ProtocolError", async () => {
     let answer: (reqId: bigint) => Buffer = () => Buffer.alloc(0);
     let requests = 0;
     const fake = await scripted(5, (socket, reqId) => {
@@ -449,6 +762,8 @@ describe("the codec and the answer's promises", () => {
       await expect(v5.vectorIndexes()).rejects.toBeInstanceOf(NotSupported);
       await expect(v5.vectorSearch("c", "i", [1])).rejects.toBeInstanceOf(NotSupported);
       await expect(v5.kvPutVectors("c", [{ key: "k", value: json({}), vectors: [[1]] }], "i")).rejects.toBeInstanceOf(NotSupported);
+      await expect(v5.vectorSearchTurns("i", [1])).rejects.toBeInstanceOf(NotSupported);
+      await expect(v5.appendTurnsVectors("c", [{ payload: utf8("x"), vectors: [[1]] }], { index: "i" })).rejects.toBeInstanceOf(NotSupported);
       expect(requests).toBe(0);
       await v5.close();
     } finally {
@@ -474,9 +789,44 @@ describe("the codec and the answer's promises", () => {
       }
       answer = (reqId) => frame(p.MsgType.VECTOR_SEARCH | p.RESPONSE_BIT, reqId, hitsBody([["a", 0.5], ["b", 0.5], ["c", 0.1]]));
       await expect(v6.vectorSearch("c", "i", [1], { k: 2 })).rejects.toThrow(/k 2 answered 3 hits/);
+      // Version 7's messages: NotSupported, nothing sent (the answer would be a broken frame).
+      answer = () => Buffer.from("not a frame");
+      await expect(v6.vectorSearchTurns("i", [1])).rejects.toBeInstanceOf(NotSupported);
+      await expect(v6.appendTurnsVectors("c", [{ payload: utf8("x"), vectors: [[1]] }], { index: "i", durability: "local" })).rejects.toBeInstanceOf(NotSupported);
+      expect(v6.connected).toBe(true);
       await v6.close();
     } finally {
       await fake6.close();
+    }
+
+    // TURN_HITS that break VECTOR_SEARCH_TURNS' promises.
+    const turnHitsBody = (entries: Array<[number, number, bigint?]>) => {
+      const w = new p.Writer().u8(1).u8(0).u32(entries.length).u16(entries.length);
+      for (const [turnId, s, typeTag] of entries) {
+        w.u64(turnId).u64(0).u64(3).u32(0).u32(0).u64(typeTag ?? 1n).hash(new Uint8Array(32)).u32(0).u32(0).u64(1_767_225_600_000).f32s(Float32Array.of(s));
+      }
+      return p.concat(w.finish());
+    };
+    const fake7 = await scripted(7, (socket, reqId) => socket.write(answer(reqId)));
+    try {
+      const v7 = new Client(fake7.addr);
+      for (const [entries, options, message] of [
+        [[[1, 0.5], [2, 0.9]], {}, /not best first/],
+        [[[2, 0.5], [1, 0.5]], {}, /not best first/],
+        [[[1, 0.5], [1, 0.4]], {}, /twice/],
+        [[[1, 0.5, 2n]], { typeTag: 1 }, /type tag 1 answered turn 1 of type tag 2/],
+        [[[1, 0.5], [2, 0.4], [3, 0.3]], { k: 2 }, /k 2 answered 3 hits/],
+      ] as Array<[Array<[number, number, bigint?]>, Parameters<Client["vectorSearchTurns"]>[2], RegExp]>) {
+        answer = (reqId) => frame(p.MsgType.VECTOR_SEARCH_TURNS | p.RESPONSE_BIT, reqId, turnHitsBody(entries));
+        await expect(v7.vectorSearchTurns("i", [1], options)).rejects.toThrow(message);
+      }
+      answer = (reqId) => frame(p.MsgType.VECTOR_SEARCH_TURNS | p.RESPONSE_BIT, reqId, turnHitsBody([[1, 0.5], [2, 0.5], [3, 0.25]]));
+      const found = await v7.vectorSearchTurns("i", [1], { k: 3 });
+      expect([found.exact, found.method, found.candidates]).toEqual([false, "graph", 3]);
+      expect(found.hits.map((hit) => [hit.turn.turnId, hit.score])).toEqual([[1, 0.5], [2, 0.5], [3, 0.25]]);
+      await v7.close();
+    } finally {
+      await fake7.close();
     }
   });
 });
