@@ -214,11 +214,17 @@ fn tenant_listing(c: &mut Criterion) {
     engine.shutdown();
 }
 
-/// The exact search of decision 0033 over one context's entries: every candidate scored
-/// (decoded vectors kept in the engine's cache after the first search), ranked, and the value
-/// filter asked in rank order.
-fn vector_search(c: &mut Criterion) {
-    use ctxstore_engine::vectors::{Metric, VectorSearch};
+/// A new store with the cosine index `bench` of 384 dimensions, and uniformly random vectors
+/// for it (seeded).
+fn vector_bench(
+    seed: u64,
+) -> (
+    tempfile::TempDir,
+    Engine,
+    compio::runtime::Runtime,
+    impl FnMut() -> Vec<f32>,
+) {
+    use ctxstore_engine::vectors::Metric;
     const DIMS: usize = 384;
     let dir = bench_dir();
     let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
@@ -226,8 +232,17 @@ fn vector_search(c: &mut Criterion) {
     runtime
         .block_on(engine.vector_index_create("bench", DIMS as u16, Metric::Cosine, 0))
         .unwrap();
-    let mut rng = fastrand::Rng::with_seed(33);
-    let mut vector = move || -> Vec<f32> { (0..DIMS).map(|_| rng.f32() - 0.5).collect() };
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let vector = move || -> Vec<f32> { (0..DIMS).map(|_| rng.f32() - 0.5).collect() };
+    (dir, engine, runtime, vector)
+}
+
+/// The exact search of decision 0033 over one context's entries: every candidate scored
+/// (decoded vectors kept in the engine's cache after the first search), ranked, and the value
+/// filter asked in rank order.
+fn vector_search(c: &mut Criterion) {
+    use ctxstore_engine::vectors::VectorSearch;
+    let (_dir, engine, runtime, mut vector) = vector_bench(33);
     let mut stored = 0usize;
     for count in [10_000usize, 100_000] {
         let context = runtime
@@ -287,16 +302,7 @@ fn vector_search(c: &mut Criterion) {
 /// turns' vectors scored exactly, or past `vector_exact_max` the graph walked with them.
 fn turn_vector_search(c: &mut Criterion) {
     use ctxstore_engine::turn_vectors::TurnVectorSearch;
-    use ctxstore_engine::vectors::Metric;
-    const DIMS: usize = 384;
-    let dir = bench_dir();
-    let engine = Engine::open(EngineConfig::new(dir.path())).unwrap();
-    let runtime = compio::runtime::Runtime::new().unwrap();
-    runtime
-        .block_on(engine.vector_index_create("bench", DIMS as u16, Metric::Cosine, 0))
-        .unwrap();
-    let mut rng = fastrand::Rng::with_seed(34);
-    let mut vector = move || -> Vec<f32> { (0..DIMS).map(|_| rng.f32() - 0.5).collect() };
+    let (_dir, engine, runtime, mut vector) = vector_bench(34);
     let thread = new_tagged(&engine, &runtime, "alone");
     append_with_vectors(&engine, &runtime, thread, 10_000, &mut vector);
     for _ in 0..100 {

@@ -22,7 +22,7 @@ mod vectors;
 use contexts::parse_ttl;
 pub(crate) use contexts::{CtxCommand, Ttl};
 pub(crate) use kv::KvCommand;
-pub(crate) use vectors::{IndexCommand, SearchArgs, SearchTurnsArgs, VectorArg};
+pub(crate) use vectors::{IndexCommand, QueryArgs, SearchArgs, SearchTurnsArgs};
 
 /// Talk to a ctxstore server: create and fork contexts, append turns, read them back; name,
 /// tag, list and clone contexts, keep key-value entries beside them; delete, prune and expire

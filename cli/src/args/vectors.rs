@@ -45,6 +45,20 @@ pub(crate) struct SearchArgs {
     pub context: ContextRef,
     /// The vector index.
     pub index: String,
+    #[command(flatten)]
+    pub query: QueryArgs,
+    /// Only entries whose key starts with this.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Only entries whose value (JSON) passes this filter: LangGraph's, e.g.
+    /// '{"kind": "note", "score": {"$gte": 3}}' ($eq, $ne, $gt, $gte, $lt, $lte).
+    #[arg(long)]
+    pub filter: Option<String>,
+}
+
+/// What `search` and `search-turns` share: the query, how many hits, and the plan.
+#[derive(clap::Args, Debug)]
+pub(crate) struct QueryArgs {
     /// The query: comma-separated numbers (`0.1,-0.3,…`).
     #[arg(long, value_parser = parse_vector, required_unless_present = "vector_file",
         allow_hyphen_values = true)]
@@ -58,13 +72,6 @@ pub(crate) struct SearchArgs {
     /// Hits skipped before the k answered.
     #[arg(long, default_value_t = 0)]
     pub offset: u16,
-    /// Only entries whose key starts with this.
-    #[arg(long)]
-    pub prefix: Option<String>,
-    /// Only entries whose value (JSON) passes this filter: LangGraph's, e.g.
-    /// '{"kind": "note", "score": {"$gte": 3}}' ($eq, $ne, $gt, $gte, $lt, $lte).
-    #[arg(long)]
-    pub filter: Option<String>,
     /// Compare every candidate exactly, never walking the index's graph (by default the
     /// server walks it past 10,000 candidates).
     #[arg(long)]
@@ -76,19 +83,8 @@ pub(crate) struct SearchArgs {
 pub(crate) struct SearchTurnsArgs {
     /// The vector index.
     pub index: String,
-    /// The query: comma-separated numbers (`0.1,-0.3,…`).
-    #[arg(long, value_parser = parse_vector, required_unless_present = "vector_file",
-        allow_hyphen_values = true)]
-    pub vector: Option<VectorArg>,
-    /// The query from a file: a JSON array of numbers.
-    #[arg(long, conflicts_with = "vector")]
-    pub vector_file: Option<PathBuf>,
-    /// Hits wanted (1..=1000).
-    #[arg(short, long, default_value_t = 10)]
-    pub k: u16,
-    /// Hits skipped before the k answered.
-    #[arg(long, default_value_t = 0)]
-    pub offset: u16,
+    #[command(flatten)]
+    pub query: QueryArgs,
     /// Only this context's turns (a ContextID, or @NAME): its chain as a read returns it.
     #[arg(long, value_parser = parse_context)]
     pub context: Option<ContextRef>,
@@ -104,10 +100,6 @@ pub(crate) struct SearchTurnsArgs {
     /// Only turns of this type tag.
     #[arg(long = "type")]
     pub type_tag: Option<u64>,
-    /// Compare every candidate exactly, never walking the index's graph (by default the
-    /// server walks it past 10,000 candidate vectors).
-    #[arg(long)]
-    pub exact: bool,
 }
 
 pub(crate) fn parse_metric(text: &str) -> Result<Metric, String> {

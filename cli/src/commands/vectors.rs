@@ -8,7 +8,7 @@ use ctxstore_client::{
 };
 use serde_json::json;
 
-use crate::args::{IndexCommand, SearchArgs, SearchTurnsArgs};
+use crate::args::{IndexCommand, QueryArgs, SearchArgs, SearchTurnsArgs};
 use crate::output::{Output, readable};
 
 /// `index …`: the tenant's vector indexes.
@@ -32,7 +32,7 @@ pub(crate) fn index(client: &Client, out: &Output, command: &IndexCommand) -> an
 
 /// `search`: the hits, best first.
 pub(crate) fn search(client: &Client, out: &Output, search: &SearchArgs) -> anyhow::Result<()> {
-    let vector = query_vector(search.vector.as_ref(), search.vector_file.as_ref())?;
+    let vector = query_vector(&search.query)?;
     if let Some(filter) = &search.filter {
         serde_json::from_str::<serde_json::Value>(filter)
             .with_context(|| format!("--filter {filter:?} is not JSON"))?;
@@ -40,11 +40,11 @@ pub(crate) fn search(client: &Client, out: &Output, search: &SearchArgs) -> anyh
     let query = VectorQuery {
         index: search.index.clone(),
         vector,
-        k: search.k,
-        offset: search.offset,
+        k: search.query.k,
+        offset: search.query.offset,
         prefix: Bytes::from(search.prefix.clone().unwrap_or_default()),
         filter: Bytes::from(search.filter.clone().unwrap_or_default()),
-        exact: search.exact,
+        exact: search.query.exact,
         ef_search: 0,
     };
     let hits = client.vector_search(search.context.clone(), query);
@@ -57,18 +57,18 @@ pub(crate) fn search_turns(
     out: &Output,
     search: &SearchTurnsArgs,
 ) -> anyhow::Result<()> {
-    let vector = query_vector(search.vector.as_ref(), search.vector_file.as_ref())?;
+    let vector = query_vector(&search.query)?;
     let query = TurnVectorQuery {
         index: search.index.clone(),
         vector,
-        k: search.k,
-        offset: search.offset,
+        k: search.query.k,
+        offset: search.query.offset,
         context: search.context.clone(),
         name_prefix: search.name_prefix.clone().unwrap_or_default(),
         tags: search.tags.clone(),
         labels: search.labels.clone(),
         type_tag: search.type_tag,
-        exact: search.exact,
+        exact: search.query.exact,
         ef_search: 0,
     };
     let hits = client.vector_search_turns(query);
@@ -76,11 +76,8 @@ pub(crate) fn search_turns(
 }
 
 /// The query from `--vector` or `--vector-file` (a JSON array of numbers).
-fn query_vector(
-    vector: Option<&crate::args::VectorArg>,
-    file: Option<&std::path::PathBuf>,
-) -> anyhow::Result<Vec<f32>> {
-    match (vector, file) {
+fn query_vector(query: &QueryArgs) -> anyhow::Result<Vec<f32>> {
+    match (&query.vector, &query.vector_file) {
         (Some(vector), _) => Ok(vector.0.clone()),
         (None, Some(path)) => {
             let text = std::fs::read_to_string(path)

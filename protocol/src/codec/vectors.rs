@@ -752,10 +752,7 @@ impl VectorsResponse {
                 }
             }
             VectorsResponse::VectorHits(hits) => {
-                w.u8(hits.method);
-                w.zero(1);
-                w.u32(hits.candidates);
-                w.u16(short_len(hits.hits.len()));
+                write_hits_head(w, hits.method, hits.candidates, hits.hits.len());
                 for hit in &hits.hits {
                     w.short(&hit.key);
                     w.u32(hit.score.to_bits());
@@ -766,10 +763,7 @@ impl VectorsResponse {
             VectorsResponse::Stored(Stored {}) => {}
             VectorsResponse::TurnsStored(appended) => write_appended_turns(w, appended),
             VectorsResponse::TurnHits(hits) => {
-                w.u8(hits.method);
-                w.zero(1);
-                w.u32(hits.candidates);
-                w.u16(short_len(hits.hits.len()));
+                write_hits_head(w, hits.method, hits.candidates, hits.hits.len());
                 for hit in &hits.hits {
                     w.turn(&hit.turn);
                     w.u32(hit.score.to_bits());
@@ -780,17 +774,8 @@ impl VectorsResponse {
 }
 
 fn read_turn_hits(cursor: &mut Cursor) -> Result<TurnHits, DecodeError> {
-    let method = cursor.u8()?;
-    if method > vector_search_method::GRAPH {
-        return Err(cursor.invalid("method", "not 0 (exact) or 1 (graph)"));
-    }
-    cursor.zero(1, "reserved")?;
-    let candidates = cursor.u32()?;
-    let count = u64::from(cursor.u16()?);
-    if count > VECTOR_HITS_MAX {
-        return Err(cursor.too_large("count", count, VECTOR_HITS_MAX));
-    }
-    let mut hits = Vec::with_capacity(cursor.list_capacity(count as usize, 92));
+    let (method, candidates, count) = read_hits_head(cursor)?;
+    let mut hits = Vec::with_capacity(cursor.list_capacity(count, 92));
     for _ in 0..count {
         let turn = cursor.turn()?;
         let score = f32::from_bits(cursor.u32()?);
@@ -801,6 +786,29 @@ fn read_turn_hits(cursor: &mut Cursor) -> Result<TurnHits, DecodeError> {
         candidates,
         hits,
     })
+}
+
+/// What VECTOR_HITS and TURN_HITS begin with: `method u8`, `reserved u8`, `candidates u32`,
+/// `count u16` (≤ 1,000).
+fn read_hits_head(cursor: &mut Cursor) -> Result<(u8, u32, usize), DecodeError> {
+    let method = cursor.u8()?;
+    if method > vector_search_method::GRAPH {
+        return Err(cursor.invalid("method", "not 0 (exact) or 1 (graph)"));
+    }
+    cursor.zero(1, "reserved")?;
+    let candidates = cursor.u32()?;
+    let count = u64::from(cursor.u16()?);
+    if count > VECTOR_HITS_MAX {
+        return Err(cursor.too_large("count", count, VECTOR_HITS_MAX));
+    }
+    Ok((method, candidates, count as usize))
+}
+
+fn write_hits_head(w: &mut ChunkWriter, method: u8, candidates: u32, count: usize) {
+    w.u8(method);
+    w.zero(1);
+    w.u32(candidates);
+    w.u16(short_len(count));
 }
 
 fn read_index(cursor: &mut Cursor) -> Result<VectorIndexWire, DecodeError> {
@@ -832,17 +840,8 @@ fn write_index(w: &mut ChunkWriter, index: &VectorIndexWire) {
 }
 
 fn read_hits(cursor: &mut Cursor) -> Result<VectorHits, DecodeError> {
-    let method = cursor.u8()?;
-    if method > vector_search_method::GRAPH {
-        return Err(cursor.invalid("method", "not 0 (exact) or 1 (graph)"));
-    }
-    cursor.zero(1, "reserved")?;
-    let candidates = cursor.u32()?;
-    let count = u64::from(cursor.u16()?);
-    if count > VECTOR_HITS_MAX {
-        return Err(cursor.too_large("count", count, VECTOR_HITS_MAX));
-    }
-    let mut hits = Vec::with_capacity(cursor.list_capacity(count as usize, 42));
+    let (method, candidates, count) = read_hits_head(cursor)?;
+    let mut hits = Vec::with_capacity(cursor.list_capacity(count, 42));
     for _ in 0..count {
         let key = cursor.short_bytes()?;
         let score = f32::from_bits(cursor.u32()?);
