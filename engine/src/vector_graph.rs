@@ -59,6 +59,8 @@ pub(crate) struct Graph {
     /// usearch's memory as of the last growth: its own count walks every node, which is
     /// not safe beside inserts, so it is asked only under the exclusive lock.
     memory_bytes: AtomicU64,
+    /// Times the graph was built anew after churn since the open (`writer.rs`).
+    rebuilds: AtomicU64,
 }
 
 impl std::fmt::Debug for Graph {
@@ -98,7 +100,13 @@ impl Graph {
             set_aside: ArcSwap::from_pointee(Vec::new()),
             loaded: AtomicU64::new(0),
             memory_bytes: AtomicU64::new(0),
+            rebuilds: AtomicU64::new(0),
         })
+    }
+
+    /// Times the graph was built anew after churn since the open.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Acquire)
     }
 
     pub fn is_ready(&self) -> bool {

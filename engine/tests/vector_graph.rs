@@ -349,6 +349,46 @@ fn graphs_load_from_their_snapshots_and_catch_up_with_the_log() {
     engine.shutdown();
 }
 
+/// Churn past a quarter of the graph (and `REBUILD_REMOVED_ROWS_MIN`) builds it anew beside
+/// the one searches walk, then swaps it in: recall as from nothing, every new vector found.
+#[test]
+fn a_graph_churned_past_a_quarter_is_built_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(settings(dir.path(), 100)).unwrap();
+    let (context, mut rng, _) = filled(&engine, Metric::Cosine, 41, 4_000, |i| format!("k/{i}"));
+    wait_for_graph(&engine, 4_000);
+    let graph = engine.vector_graph_info(INDEX).unwrap();
+    assert_eq!(graph.rebuilds, 0);
+    // 1,200 entries (30%) put again with outliers: their old vectors leave the graph.
+    let replaced: Vec<(String, Vec<f32>)> = (0..1_200)
+        .map(|i| {
+            let vector = (0..DIMS).map(|_| rng.f32() * 8.0 - 4.0).collect();
+            (format!("k/{}", i * 3), vector)
+        })
+        .collect();
+    put_all(&engine, &context, &replaced);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let info = engine.vector_graph_info(INDEX).unwrap();
+        if info.rebuilds >= 1 && info.ready && info.pending == 0 && info.vectors == 4_000 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never rebuilt: {info:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (key, vector) in replaced.iter().step_by(40) {
+        let hits = engine
+            .vector_search(&search(&context, vector, 1, false), None)
+            .unwrap();
+        assert!(!hits.exact);
+        assert_eq!(keys(&hits), vec![key.clone()]);
+    }
+    let queries = clustered(&mut rng, 40);
+    let rebuilt = recall(&engine, &context, &queries, 10);
+    assert!(rebuilt >= 0.93, "recall@10 after the rebuild {rebuilt}");
+    engine.shutdown();
+}
+
 #[test]
 fn a_sealing_store_seals_its_graph_snapshots() {
     const KEY: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";

@@ -84,6 +84,8 @@ pub struct VectorGraphInfo {
     pub pending: u64,
     /// Addresses its snapshot brought at the open (0: built from the vectors blobs).
     pub loaded: u64,
+    /// Times it was built anew after churn since the open (a quarter of its rows removed).
+    pub rebuilds: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -162,6 +164,7 @@ impl Engine {
             memory_bytes: graph.memory_bytes(),
             pending: pending as u64,
             loaded: graph.loaded(),
+            rebuilds: graph.rebuilds(),
         })
     }
 
