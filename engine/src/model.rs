@@ -226,7 +226,8 @@ pub struct TurnOptions {
 #[derive(Clone, Debug)]
 pub enum TurnVectors {
     /// As a caller gives them: the engine checks them against the index, stores them as one
-    /// blob (durable before the turn that names it) and passes `Stored` on.
+    /// blob (durable before the turn that names it) and passes `Stored` on. None: the index
+    /// is checked (NOT_FOUND when absent), and the turn has no vectors.
     Given {
         index: String,
         vectors: Vec<Vec<f32>>,

@@ -396,6 +396,14 @@ fn turns_are_found_by_meaning_across_contexts_and_kept_across_a_restart() {
         ErrorCode::NotFound,
         "absent",
     );
+    let bare = vec![(NewTurn::bytes("x"), vec![])];
+    refused(
+        client
+            .append_turns_vectors(ClientRef::Id(a), None, "absent", 2, bare)
+            .unwrap_err(),
+        ErrorCode::NotFound,
+        "absent",
+    );
     assert_eq!(client.vector_indexes().unwrap()[0].vectors, 30);
     let head_a = client.head(ClientRef::Id(a)).unwrap();
     assert_eq!(ids[&head_a.head_turn_id], (a, 9), "nothing was appended");

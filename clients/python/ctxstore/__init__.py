@@ -6,7 +6,7 @@
   (all derive from :class:`CtxstoreError`).
 - :mod:`ctxstore.types`: the returned values (:class:`Turn`, :class:`ContextHead`,
   :class:`ContextInfo`, ...).
-- :mod:`ctxstore._protocol`: the wire protocol (versions 1 to 6), for tools and extensions.
+- :mod:`ctxstore._protocol`: the wire protocol (versions 1 to 7), for tools and extensions.
 
 A context is named in every call by its ContextID (``int``) or its unique name (``str``,
 protocol version 2).
@@ -110,6 +110,8 @@ from .types import (
     TenantDeleted,
     TenantKeyRotated,
     Turn,
+    TurnHit,
+    TurnHits,
     TurnInfo,
     TurnPage,
     TurnSpec,
@@ -161,6 +163,8 @@ __all__ = [
     "TenantDeleted",
     "TenantKeyRotated",
     "Turn",
+    "TurnHit",
+    "TurnHits",
     "TurnInfo",
     "TurnPage",
     "TurnSpec",

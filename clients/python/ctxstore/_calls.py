@@ -87,6 +87,7 @@ from .types import (
     TenantDeleted,
     TenantKeyRotated,
     Turn,
+    TurnHits,
     TurnInfo,
     TurnPage,
     TurnSpec,
@@ -1082,6 +1083,96 @@ class Calls(ClientCore):
         index is :class:`~ctxstore.errors.NotFound`."""
         step = ops.vector_search(
             context, index, vector, k, offset, prefix, filter, exact, ef_search
+        )
+        return Call(step, timeout)
+
+    # -- version 7: vectors on turns (issue 49, decision 0033) -----------------------------------
+    @call
+    def append_turns_vectors(
+        self,
+        context: ContextLike,
+        turns: Iterable[tuple[TurnSpec, Sequence[Sequence[float]]]],
+        *,
+        index: str,
+        dims: int | None = None,
+        expected_head: int | None = None,
+        durability: Durability | None = None,
+        timeout: float | None = None,
+    ) -> Call[list[Appended]]:
+        """:meth:`append_turns` with each turn's vectors (protocol version 7): ``turns`` is a
+        sequence of ``(TurnSpec, vectors)`` pairs, each turn's spec and up to 16 vectors of
+        the index ``index`` (each a sequence of floats; none: the turn is appended without
+        any). The turns and their vectors land in one group commit, all or none, and
+        :meth:`vector_search_turns` finds them; a turn's vectors live as long as the turn (a
+        redaction, its context's deletion or a prune that collects it takes them). A turn
+        whose key the context has writes nothing, vectors included. ``expected_head``,
+        ``durability``, keys (``idempotency="auto"`` too) and compression: as
+        :meth:`append_turns`'. Returns one :class:`Appended` per turn.
+
+        Checked before anything is sent (ValueError, TypeError): at most 16 vectors a turn,
+        every vector of the call of one dimension (``dims`` when given; the index's: it is
+        sent once), finite components within f32's range. A dimension other than the
+        index's is :class:`~ctxstore.errors.InvalidArgument`; an unknown context or index
+        :class:`~ctxstore.errors.NotFound`;
+        nothing is written then. Raises :class:`~ctxstore.errors.NotSupported` on a server
+        older than protocol version 7."""
+        plan = ops.append_turns_vectors(
+            context,
+            turns,
+            index,
+            dims,
+            expected_head,
+            self._compress_level,
+            self._idempotency,
+        )
+        return Call(ops.durable(plan, durability), timeout)
+
+    @call
+    def vector_search_turns(
+        self,
+        index: str,
+        vector: Sequence[float],
+        k: int = 10,
+        *,
+        offset: int = 0,
+        context: ContextLike | None = None,
+        name_prefix: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+        type_tag: int | None = None,
+        exact: bool = False,
+        ef_search: int = 0,
+        timeout: float | None = None,
+    ) -> Call[TurnHits]:
+        """The ``k`` turns nearest ``vector`` in the index ``index`` (protocol version 7), best
+        first, after skipping the ``offset`` best: exactly ``k`` whenever ``k + offset`` or
+        more turns pass the filters (a turn with several vectors counts once, with its best;
+        equal scores in TurnID order). The turns searched are those of the contexts that
+        match every one of ``context``, ``name_prefix`` (names starting with it) and ``tags``
+        (contexts carrying every one) — none of the three: every context of the connection's
+        tenant — as a read of each returns them (a fork's inherited turns included, each
+        turn once); of those, only turns carrying every one of ``labels`` and, when given, of
+        ``type_tag``. At most 10,000 contexts and the server's ``--vector-scan-max`` turns
+        walked (:class:`~ctxstore.errors.TooLarge`: narrow the prefix or the tags).
+
+        ``exact`` and ``ef_search``: as :meth:`vector_search`'s; ``k`` is 1 to 1000 and ``k
+        + offset`` at most 1000 (ValueError). Returns :class:`~ctxstore.types.TurnHits`
+        (``hits``: each :class:`~ctxstore.types.TurnHit` the :class:`Turn`, no payload:
+        ``get_blob(hit.turn.payload_hash)``, and its score). An unknown context or index is
+        :class:`~ctxstore.errors.NotFound`; a query of another dimension than the index's
+        :class:`~ctxstore.errors.InvalidArgument`."""
+        step = ops.vector_search_turns(
+            index,
+            vector,
+            k,
+            offset,
+            context,
+            name_prefix,
+            tags,
+            labels,
+            type_tag,
+            exact,
+            ef_search,
         )
         return Call(step, timeout)
 

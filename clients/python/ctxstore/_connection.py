@@ -338,7 +338,7 @@ _RESENT_SAFELY = frozenset(
         "KV_GET", "KV_LIST", "KV_GET_EX", "KV_LIST_EX", "KV_GET_MANY", "GET_TURN_BY_KEY",
         "TURN_LOG", "READ_PAGE", "FIND_TURNS", "REPLICATION_STATS", "ROLE", "STREAM_LIST",
         "STREAM_READ", "WATCH", "TENANT_LIST", "BACKUP", "GC", "VECTOR_INDEX_LIST",
-        "VECTOR_SEARCH",
+        "VECTOR_SEARCH", "VECTOR_SEARCH_TURNS",
         # Writes that land once however often they are sent.
         "CTX_OPEN", "KV_PUT", "KV_PUT_EX", "PUT_CHUNKED", "STREAM_SEAL", "TENANT_DELETE",
         "KV_PUT_VECTORS", "VECTOR_INDEX_CREATE",
@@ -349,14 +349,16 @@ _RESENT_SAFELY = frozenset(
 def resends_safely(request: p.Request) -> bool:
     """Whether ``request`` may be sent again when its outcome is unknown (its connection
     lost, no answer, UNCONFIRMED): a read, or a write that lands once however often it is
-    sent (an APPEND_TURNS whose every turn has a key, a KV put (with vectors too), a chunk, a
-    seal, a tenant's deletion, a vector index's creation: the same parameters answer the same
-    index)."""
+    sent (an APPEND_TURNS or APPEND_TURNS_VECTORS whose every turn has a key, a KV put (with
+    vectors too), a chunk, a seal, a tenant's deletion, a vector index's creation: the same
+    parameters answer the same index)."""
     inner = getattr(request, "request", None) or getattr(request, "read", None)
     if isinstance(inner, p.Request):
         return resends_safely(inner)
     if isinstance(request, p.AppendTurns):
         return all(spec.extras.key for spec in request.turns)
+    if isinstance(request, p.AppendTurnsVectors):
+        return all(turn.spec.extras.key for turn in request.turns)
     return request.NAME in _RESENT_SAFELY
 
 

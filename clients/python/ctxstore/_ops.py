@@ -85,6 +85,8 @@ from .types import (
     TenantDeleted,
     TenantKeyRotated,
     Turn,
+    TurnHit,
+    TurnHits,
     TurnInfo,
     TurnPage,
     TurnSpec,
@@ -2056,6 +2058,16 @@ def append_turns(
     (a version-3 connection's, see :func:`compression_for`): payloads zstd shrinks go as
     their frames (TURN_SPEC flag ZSTD), checked by the server and stored as they came."""
     target = _context(context)
+    sent = _sent_turns(specs, expected_head, compression)
+    request = p.AppendTurns(target, expected_head, tuple(turn.record for turn in sent))
+    return Op(request, _appended_checked(target, sent, expected_head, request.NAME))
+
+
+def _sent_turns(
+    specs: Iterable[TurnSpec], expected_head: int | None, compression: Compression | None
+) -> list[_SentTurn]:
+    """The turns of an APPEND_TURNS or APPEND_TURNS_VECTORS as sent (1 or more), with what
+    their answers are checked against; ``expected_head`` checked too."""
     sent = [_turn_spec(spec, compression) for spec in specs]
     if not sent:
         raise ValueError("append_turns needs at least one TurnSpec")
@@ -2063,14 +2075,19 @@ def append_turns(
         raise ValueError(f"{len(sent)} turns; the protocol carries at most {p.U16_MAX}")
     if expected_head is not None:
         _u64(expected_head, "expected_head")
-    request = p.AppendTurns(target, expected_head, tuple(turn.record for turn in sent))
+    return sent
+
+
+def _appended_checked(
+    target: ContextLike, sent: list[_SentTurn], expected_head: int | None, name: str
+) -> Callable[[p.Response], list[Appended]]:
+    """The finish of the append ``name`` of ``sent``: APPENDED_TURNS, one answer per turn,
+    each checked against its spec (:func:`_check_appended`)."""
 
     def finish(response: p.Response) -> list[Appended]:
         answers = _expect(response, p.AppendedTurnsResponse).turns
         if len(answers) != len(sent):
-            raise ProtocolError(
-                f"APPEND_TURNS of {len(sent)} turns was answered with {len(answers)}"
-            )
+            raise ProtocolError(f"{name} of {len(sent)} turns was answered with {len(answers)}")
         # The head a turn hangs from when its parent is the head: the expected head for the
         # first, then the turn before it when that one was written (after an existing turn
         # the answer does not tell: not checked).
@@ -2080,7 +2097,7 @@ def append_turns(
             head = None if answer.existing else answer.turn.turn_id
         return [Appended(turn_of(a.turn), a.deduped, a.existing) for a in answers]
 
-    return Op(request, finish)
+    return finish
 
 
 def compression_for(compress_level: int | None) -> Plan[Compression | None]:
@@ -2736,6 +2753,233 @@ def vector_search(
         )
         hits = [VectorHit(h.key, h.score, h.value_hash, h.value_len) for h in answer.hits]
         return VectorHits(method, answer.candidates, hits)
+
+    return Op(request, finish)
+
+
+# ----------------------------------------------------------------------------------------------
+# Version 7: vectors on turns, and the search over them (issue 49, decision 0033)
+
+TurnVectors = Iterable[tuple[TurnSpec, Sequence[Sequence[float]]]]
+"""What ``append_turns_vectors`` takes: per turn, its :class:`TurnSpec` and its vectors (none,
+or up to 16)."""
+
+
+def turn_vectors(
+    turns: TurnVectors, dims: int | None
+) -> tuple[list[TurnSpec], list[tuple[tuple[float, ...], ...]], int | None]:
+    """The turns of an APPEND_TURNS_VECTORS, checked before anything is sent: each a
+    ``(TurnSpec, vectors)`` pair of at most 16 vectors, every vector of the request of one
+    dimension (``dims`` when given) with finite components within f32's range. Returns the
+    specs, their vectors and that dimension (None when no turn carries a vector and ``dims``
+    is None)."""
+    if isinstance(turns, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(
+        turns, Iterable
+    ):
+        raise TypeError(
+            f"turns is a sequence of (TurnSpec, vectors) pairs, not {type(turns).__name__}"
+        )
+    found = None if dims is None else _int_in(dims, 1, p.VECTOR_DIMS_MAX, "dims")
+    specs: list[TurnSpec] = []
+    all_vectors: list[tuple[tuple[float, ...], ...]] = []
+    for number, turn in enumerate(turns):
+        if not isinstance(turn, (tuple, list)) or len(turn) != 2:
+            raise TypeError(f"turn {number} is a (TurnSpec, vectors) pair, not {turn!r:.80}")
+        spec, vectors = turn
+        if not isinstance(spec, TurnSpec):
+            raise TypeError(f"turn {number}'s spec is a TurnSpec, not {type(spec).__name__}")
+        if isinstance(vectors, (str, bytes, bytearray, memoryview)) or not isinstance(
+            vectors, Iterable
+        ):
+            raise TypeError(
+                f"the vectors of turn {number} are a sequence of vectors, not "
+                f"{type(vectors).__name__}"
+            )
+        vectors = list(vectors)
+        if len(vectors) > p.VECTORS_PER_TURN_MAX:
+            raise ValueError(
+                f"turn {number} has {len(vectors)} vectors; a turn carries at most "
+                f"{p.VECTORS_PER_TURN_MAX}"
+            )
+        converted: list[tuple[float, ...]] = []
+        for position, vector in enumerate(vectors):
+            components = _components(vector, f"vector {position} of turn {number}")
+            if found is None:
+                found = len(components)
+            elif len(components) != found:
+                raise ValueError(
+                    f"vector {position} of turn {number} has {len(components)} dimensions, "
+                    f"not {found}: every vector of one append has the index's dimension (it "
+                    "is sent once)"
+                )
+            converted.append(components)
+        specs.append(spec)
+        all_vectors.append(tuple(converted))
+    if not specs:
+        raise ValueError("append_turns_vectors needs at least one turn")
+    return specs, all_vectors, found
+
+
+def append_turns_vectors_op(
+    context: ContextLike,
+    specs: Sequence[TurnSpec],
+    vectors: Sequence[tuple[tuple[float, ...], ...]],
+    index: str,
+    dims: int,
+    expected_head: int | None,
+    compression: Compression | None = None,
+) -> Op[list[Appended]]:
+    """One APPEND_TURNS_VECTORS (version 7) of turns checked by :func:`turn_vectors`; the
+    answer is checked as APPEND_TURNS' (:func:`append_turns`), and payloads go as their zstd
+    frames with ``compression`` as there."""
+    target = _context(context)
+    sent = _sent_turns(specs, expected_head, compression)
+    turns = tuple(
+        p.VectorTurnRecord(turn.record, carried)
+        for turn, carried in zip(sent, vectors, strict=True)
+    )
+    request = p.AppendTurnsVectors(target, expected_head, _index_name(index), dims, turns)
+    return Op(request, _appended_checked(target, sent, expected_head, request.NAME))
+
+
+def append_turns_vectors(
+    context: ContextLike,
+    turns: TurnVectors,
+    index: str,
+    dims: int | None,
+    expected_head: int | None,
+    compress_level: int | None,
+    idempotency: Idempotency = "off",
+) -> Plan[list[Appended]]:
+    """APPEND_TURNS_VECTORS (version 7): :func:`append_turns_compressed` with each turn's
+    vectors, checked before anything is sent (:func:`turn_vectors`; the index's name, the
+    context and ``expected_head`` too). When no turn carries a vector and ``dims`` is None
+    the request's ``dims`` is 0 (the server checks the dimension only against the vectors a
+    request carries; the index always)."""
+    target = _context(context)
+    _index_name(index)
+    specs, vectors, found = turn_vectors(turns, dims)
+    if expected_head is not None:
+        _u64(expected_head, "expected_head")
+    return _append_turns_vectors(
+        target, specs, vectors, index, found or 0, expected_head, compress_level, idempotency
+    )
+
+
+def _append_turns_vectors(
+    context: ContextLike,
+    specs: list[TurnSpec],
+    vectors: list[tuple[tuple[float, ...], ...]],
+    index: str,
+    dims: int,
+    expected_head: int | None,
+    compress_level: int | None,
+    idempotency: Idempotency,
+) -> Plan[list[Appended]]:
+    specs = yield from auto_keyed(specs, idempotency)
+    compression = yield from compression_for(compress_level)
+    op = append_turns_vectors_op(context, specs, vectors, index, dims, expected_head, compression)
+    appended: list[Appended] = yield op
+    return appended
+
+
+def _pairs(
+    pairs: Mapping[str, str] | None, what: str, count_max: int
+) -> tuple[tuple[str, str], ...]:
+    """Tags or labels a turn search names: ``str`` pairs, at most ``count_max``."""
+    if pairs is None:
+        return ()
+    if not isinstance(pairs, Mapping):
+        raise TypeError(f"{what} is a dict of str to str, not {type(pairs).__name__}")
+    if len(pairs) > count_max:
+        raise ValueError(f"a turn search names at most {count_max} {what}; got {len(pairs)}")
+    return tuple(
+        (_strings(key, f"a {what[:-1]} key"), _strings(value, f"a {what[:-1]} value"))
+        for key, value in pairs.items()
+    )
+
+
+def vector_search_turns(
+    index: str,
+    vector: Sequence[float],
+    k: int,
+    offset: int,
+    context: ContextLike | None,
+    name_prefix: str | None,
+    tags: Mapping[str, str] | None,
+    labels: Mapping[str, str] | None,
+    type_tag: int | None,
+    exact: bool,
+    ef_search: int,
+) -> Op[TurnHits]:
+    """VECTOR_SEARCH_TURNS (version 7): the ``k`` turns nearest ``vector`` after ``offset``,
+    of the contexts named by ``context``, ``name_prefix`` and ``tags`` (none: every context of
+    the tenant), carrying ``labels`` and of ``type_tag``; checked: at most ``k`` hits, each
+    turn once, of ``type_tag`` when given, best first (equal scores in TurnID order)."""
+    _index_name(index)
+    query = _components(vector, "the query vector")
+    _int_in(k, 1, p.VECTOR_K_MAX, "k")
+    _int_in(offset, 0, p.VECTOR_K_MAX - 1, "offset")
+    if k + offset > p.VECTOR_K_MAX:
+        raise ValueError(f"k + offset is at most {p.VECTOR_K_MAX}; got {k} + {offset}")
+    _int_in(ef_search, 0, p.VECTOR_EF_SEARCH_MAX, "ef_search")
+    target: ContextLike = 0
+    if context is not None:
+        target = _context(context)
+        if target == 0:
+            raise ValueError("context 0 is no context: pass None to search every context")
+    prefix = "" if name_prefix is None else _strings(name_prefix, "name_prefix")
+    if len(prefix.encode("utf-8")) > p.U16_MAX:
+        raise ValueError("name_prefix is at most 65535 bytes on the wire")
+    flags = p.VECTOR_SEARCH_EXACT if exact else 0
+    if type_tag is not None:
+        _u64(type_tag, "type_tag")
+        flags |= p.VECTOR_SEARCH_TYPE_TAG
+    request = p.VectorSearchTurns(
+        index,
+        query,
+        k,
+        offset,
+        flags,
+        ef_search,
+        target,
+        prefix,
+        _pairs(tags, "tags", p.TURN_SEARCH_TAGS_MAX),
+        _pairs(labels, "labels", p.TURN_SEARCH_LABELS_MAX),
+        type_tag or 0,
+    )
+
+    def finish(response: p.Response) -> TurnHits:
+        answer = _expect(response, p.TurnHitsResponse)
+        if len(answer.hits) > k:
+            raise ProtocolError(f"VECTOR_SEARCH_TURNS with k {k} answered {len(answer.hits)} hits")
+        seen: set[int] = set()
+        previous: p.TurnHitRecord | None = None
+        for hit in answer.hits:
+            turn_id = hit.turn.turn_id
+            if turn_id in seen:
+                raise ProtocolError(f"VECTOR_SEARCH_TURNS answered turn {turn_id} twice")
+            if type_tag is not None and hit.turn.type_tag != type_tag:
+                raise ProtocolError(
+                    f"VECTOR_SEARCH_TURNS of type {type_tag} answered turn {turn_id} of type "
+                    f"{hit.turn.type_tag}"
+                )
+            if previous is not None and (
+                hit.score > previous.score
+                or (hit.score == previous.score and turn_id < previous.turn.turn_id)
+            ):
+                raise ProtocolError(
+                    f"VECTOR_SEARCH_TURNS answered turn {turn_id} (score {hit.score}) after "
+                    f"turn {previous.turn.turn_id} (score {previous.score}): not best first, "
+                    "equal scores in TurnID order"
+                )
+            seen.add(turn_id)
+            previous = hit
+        method: Literal["exact", "graph"] = (
+            "exact" if answer.method == p.VectorMethod.EXACT else "graph"
+        )
+        hits = [TurnHit(turn_of(hit.turn), hit.score) for hit in answer.hits]
+        return TurnHits(method, answer.candidates, hits)
 
     return Op(request, finish)
 

@@ -1,4 +1,4 @@
-"""The ctxstore wire protocol, versions 1 to 6, byte for byte as in docs/protocol.md (the
+"""The ctxstore wire protocol, versions 1 to 7, byte for byte as in docs/protocol.md (the
 reference is the Rust crate ``protocol/``: ``message.rs`` and ``codec/``; the codec is the
 truth where the two disagree).
 
@@ -225,17 +225,29 @@ __all__ = [
     "VECTOR_INDEX_INFO_BYTES_MIN",
     "VECTOR_HIT_BYTES_MIN",
     "KV_VECTOR_ENTRY_BYTES_MIN",
+    "VECTORS_PER_TURN_MAX",
+    "VECTOR_SEARCH_TYPE_TAG",
+    "VECTOR_SEARCH_TURNS_FLAGS_KNOWN",
+    "TURN_SEARCH_TAGS_MAX",
+    "TURN_SEARCH_LABELS_MAX",
+    "TURN_HIT_BYTES",
+    "VECTOR_TURN_BYTES_MIN",
     "VectorIndexInfoRecord",
     "VectorHitRecord",
     "KvVectorEntryRecord",
+    "VectorTurnRecord",
+    "TurnHitRecord",
     "VectorIndexCreate",
     "VectorIndexDrop",
     "VectorIndexList",
     "VectorSearch",
     "KvPutVectors",
+    "AppendTurnsVectors",
+    "VectorSearchTurns",
     "VectorIndexResponse",
     "VectorIndexesResponse",
     "VectorHitsResponse",
+    "TurnHitsResponse",
     "OverlayRecord",
     "ChunkRecord",
     "SentChunkRecord",
@@ -334,9 +346,11 @@ TAKES_ACK_AFTER = frozenset(
         MessageType.KV_PUT,
         MessageType.KV_PUT_EX,
         MessageType.KV_PUT_VECTORS,
+        MessageType.APPEND_TURNS_VECTORS,
     }
 )
-"""The writes that may carry ``ACK_AFTER`` (KV_PUT_VECTORS: version 6)."""
+"""The writes that may carry ``ACK_AFTER`` (KV_PUT_VECTORS: version 6; APPEND_TURNS_VECTORS:
+version 7)."""
 FRAME_FLAGS_KNOWN = CTX_BY_NAME | OVERLAYS | ACK_AFTER_MASK
 MORE = 1 << 2
 """Frame flag bit 2 (version 3, answers only; issue 32): more frames answer this req_id. Only
@@ -2893,6 +2907,19 @@ VECTOR_HIT_BYTES_MIN = 42
 """The smallest hit of VECTOR_HITS: ``u16 key_len``, ``f32 score``, hash, ``u32 value_len``."""
 KV_VECTOR_ENTRY_BYTES_MIN = 7
 """The smallest entry of KV_PUT_VECTORS: ``u16 key_len, u32 value_len, u8 vector_count``."""
+VECTORS_PER_TURN_MAX = 16
+"""The most vectors one turn carries (APPEND_TURNS_VECTORS, version 7)."""
+VECTOR_SEARCH_TYPE_TAG = 1 << 1
+"""VECTOR_SEARCH_TURNS ``search_flags`` bit 1 (version 7): only turns of ``type_tag``."""
+VECTOR_SEARCH_TURNS_FLAGS_KNOWN = VECTOR_SEARCH_EXACT | VECTOR_SEARCH_TYPE_TAG
+TURN_SEARCH_TAGS_MAX = 32
+"""The most context tags a VECTOR_SEARCH_TURNS names (a context carries at most 32)."""
+TURN_SEARCH_LABELS_MAX = 16
+"""The most turn labels a VECTOR_SEARCH_TURNS names (a turn carries at most 16)."""
+TURN_HIT_BYTES = TURN_BYTES + 4
+"""One hit of TURN_HITS: TURN, ``f32 score``."""
+VECTOR_TURN_BYTES_MIN = TURN_SPEC_BYTES_MIN + 1
+"""The smallest turn of APPEND_TURNS_VECTORS: a TURN_SPEC and ``u8 vector_count``."""
 
 
 class VectorMetric(IntEnum):
@@ -3149,6 +3176,175 @@ class KvPutVectors(Request):
             vectors = tuple(reader.f32s(dims, "vector") for _ in range(vector_count))
             entries.append(KvVectorEntryRecord(key, value, vectors))
         return cls(context, put_flags, ttl_ms, index, dims, tuple(entries))
+
+
+@dataclass(frozen=True, slots=True)
+class VectorTurnRecord:
+    """One turn of APPEND_TURNS_VECTORS: its TURN_SPEC (as APPEND_TURNS') and its vectors
+    (each of the request's ``dims`` components; none: the turn is appended without any). On
+    the wire TURN_SPEC, ``u8 vector_count, vector_count x VECTOR``."""
+
+    spec: TurnSpecRecord
+    vectors: tuple[tuple[float, ...], ...] = ()
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class AppendTurnsVectors(Request):
+    """APPEND_TURNS_VECTORS (0x0042, v7): APPEND_TURNS with each turn's vectors (of the index
+    ``index``, each of ``dims`` components): the turns and their vectors in one group commit,
+    all or none. Answered APPENDED_TURNS, as APPEND_TURNS.
+
+    Body: ``context ref, u32 append_flags (EXPECT_HEAD), u64 expected_head, u16 name_len,
+    name, u16 dims, u16 count (>= 1), count x (TURN_SPEC, u8 vector_count, vector_count x
+    VECTOR)``. Large payloads travel as separate chunks (not copied)."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.APPEND_TURNS_VECTORS
+    NAME: ClassVar[str] = "APPEND_TURNS_VECTORS"
+    MIN_VERSION: ClassVar[int] = 7
+
+    context: ContextRef
+    expected_head: int | None
+    index: str
+    dims: int
+    turns: tuple[VectorTurnRecord, ...]
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if not self.turns:
+            raise ValueError("APPEND_TURNS_VECTORS carries at least one turn")
+        chunks: list[bytes] = []
+        small = bytearray(
+            _context_ref(self.context)
+            + _expected_head_fields(APPEND_EXPECT_HEAD, self.expected_head)
+            + _short_str(self.index, "index name")
+            + _u16(self.dims)
+            + _count(self.turns, "turns")
+        )
+        for number, turn in enumerate(self.turns):
+            spec = turn.spec
+            vectors = _tiny_count(turn.vectors, "vectors") + b"".join(
+                _vector(vector, self.dims, f"vector {i} of turn {number}")
+                for i, vector in enumerate(turn.vectors)
+            )
+            small += spec.head_bytes()
+            if spec.by_hash or len(spec.payload) < _COPY_BYTES_MAX:
+                small += (b"" if spec.by_hash else spec.payload) + vectors
+            else:
+                chunks += [bytes(small), spec.payload]
+                small = bytearray(vectors)
+        if small or not chunks:
+            chunks.append(bytes(small))
+        return chunks
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> AppendTurnsVectors:
+        """See :meth:`Message.decode_body`."""
+        context = reader.context_ref()
+        flags = reader.flags(APPEND_FLAGS_KNOWN, "append_flags")
+        expected = reader.u64("expected_head")
+        if not flags & APPEND_EXPECT_HEAD and expected:
+            raise reader.error("expected_head", "set without EXPECT_HEAD")
+        index = _index_name(reader)
+        dims = reader.u16("dims")
+        count = reader.count(reader.u16("count"), VECTOR_TURN_BYTES_MIN, "turns")
+        if count == 0:
+            raise reader.error("count", "no turns")
+        turns = []
+        for _ in range(count):
+            spec = reader.turn_spec()
+            vector_count = reader.count(reader.u8("vector_count"), 4 * dims, "vectors")
+            vectors = tuple(reader.f32s(dims, "vector") for _ in range(vector_count))
+            turns.append(VectorTurnRecord(spec, vectors))
+        expected_head = expected if flags & APPEND_EXPECT_HEAD else None
+        return cls(context, expected_head, index, dims, tuple(turns))
+
+
+@register_request
+@dataclass(frozen=True, slots=True)
+class VectorSearchTurns(Request):
+    """VECTOR_SEARCH_TURNS (0x0043, v7): the ``k`` turns nearest ``vector`` in the index
+    ``index``, after skipping ``offset``, among the turns of the contexts it names: those
+    matching every one of ``context`` (0: none), ``name_prefix`` (empty: none) and ``tags``
+    (none of the three: every context of the tenant), keeping the turns that carry every one
+    of ``labels`` and, with :data:`VECTOR_SEARCH_TYPE_TAG`, of ``type_tag``.
+
+    Body: ``u16 name_len, name, u16 dims, dims x f32, u16 k, u16 offset, u8 search_flags
+    (EXACT, TYPE_TAG), u8 reserved, u16 ef_search, context ref, u16 prefix_len, prefix,
+    TAGS, LABELS (TAGS' layout), u64 type_tag (0 without TYPE_TAG)``."""
+
+    MSG_TYPE: ClassVar[int] = MessageType.VECTOR_SEARCH_TURNS
+    NAME: ClassVar[str] = "VECTOR_SEARCH_TURNS"
+    MIN_VERSION: ClassVar[int] = 7
+
+    index: str
+    vector: tuple[float, ...]
+    k: int
+    offset: int = 0
+    search_flags: int = 0
+    ef_search: int = 0
+    context: ContextRef = 0
+    name_prefix: str = ""
+    tags: tuple[tuple[str, str], ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    type_tag: int = 0
+
+    def body_chunks(self) -> list[bytes]:
+        """See :meth:`Message.body_chunks`."""
+        if len(self.tags) > TURN_SEARCH_TAGS_MAX:
+            raise ValueError(f"a turn search names at most {TURN_SEARCH_TAGS_MAX} tags")
+        if len(self.labels) > TURN_SEARCH_LABELS_MAX:
+            raise ValueError(f"a turn search names at most {TURN_SEARCH_LABELS_MAX} labels")
+        if self.type_tag and not self.search_flags & VECTOR_SEARCH_TYPE_TAG:
+            raise ValueError("a type_tag is sent with the search flag TYPE_TAG only")
+        return [
+            _short_str(self.index, "index name")
+            + _u16(len(self.vector))
+            + _f32s(self.vector, "the query vector")
+            + _u16(self.k)
+            + _u16(self.offset)
+            + _u8(self.search_flags)
+            + _u8(0)
+            + _u16(self.ef_search)
+            + _context_ref(self.context)  # 0: no context (u16 0, u64 0)
+            + _short_str(self.name_prefix, "name prefix")
+            + _tags(self.tags)
+            + _tags(self.labels, "labels")
+            + _u64(self.type_tag)
+        ]
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> VectorSearchTurns:
+        """See :meth:`Message.decode_body`."""
+        index = _index_name(reader)
+        vector = reader.f32s(reader.u16("dims"), "vector")
+        k = reader.u16("k")
+        offset = reader.u16("offset")
+        flags = _kv_flags(reader, VECTOR_SEARCH_TURNS_FLAGS_KNOWN, "search_flags")
+        reader.zero(1)
+        ef_search = reader.u16("ef_search")
+        context = reader.context_ref()
+        name_prefix = reader.short_string("name prefix")
+        tags = reader.tags()
+        reader.limit(len(tags), TURN_SEARCH_TAGS_MAX, "tags count")
+        labels = reader.tags("labels")
+        reader.limit(len(labels), TURN_SEARCH_LABELS_MAX, "labels count")
+        type_tag = reader.u64("type_tag")
+        if type_tag and not flags & VECTOR_SEARCH_TYPE_TAG:
+            raise reader.error("type_tag", "set without TYPE_TAG")
+        return cls(
+            index,
+            vector,
+            k,
+            offset,
+            flags,
+            ef_search,
+            context,
+            name_prefix,
+            tags,
+            labels,
+            type_tag,
+        )
 
 
 @register_request
@@ -4046,13 +4242,22 @@ class KvItemsExResponse(Response):
 @register_response
 @dataclass(frozen=True, slots=True)
 class AppendedTurnsResponse(Response):
-    """APPENDED_TURNS (0x8019, v2): ``u32 count`` x (TURN, u8 deduped, u8 existing), one per
-    turn of the request, in order."""
+    """APPENDED_TURNS (0x8019 APPEND_TURNS, v2; 0x8042 APPEND_TURNS_VECTORS, v7): ``u32
+    count`` x (TURN, u8 deduped, u8 existing), one per turn of the request, in order."""
 
-    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.APPEND_TURNS.response_type,)
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (
+        MessageType.APPEND_TURNS.response_type,
+        MessageType.APPEND_TURNS_VECTORS.response_type,
+    )
     NAME: ClassVar[str] = "APPENDED_TURNS"
 
     turns: tuple[AppendedTurnRecord, ...]
+    response_msg_type: int = field(default=MessageType.APPEND_TURNS.response_type)
+
+    @property
+    def msg_type(self) -> int:
+        """The frame's ``msg_type``."""
+        return self.response_msg_type
 
     def encode_body(self) -> bytes:
         """See :meth:`Message.encode_body`."""
@@ -4845,6 +5050,59 @@ class VectorHitsResponse(Response):
         return cls(VectorMethod(method), candidates, hits)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnHitRecord:
+    """One hit of TURN_HITS: the turn and its score (``f32``; higher is nearer). On the wire
+    TURN, ``f32 score``."""
+
+    turn: TurnRecord
+    score: float
+
+    def encode(self) -> bytes:
+        """The hit's 92 bytes."""
+        return self.turn.encode() + _f32s((self.score,), "score")
+
+
+@register_response
+@dataclass(frozen=True, slots=True)
+class TurnHitsResponse(Response):
+    """TURN_HITS (0x8043 VECTOR_SEARCH_TURNS, v7): ``u8 method`` (a :class:`VectorMethod`),
+    ``u8 reserved``, ``u32 candidates`` (the vectors compared), ``u16 count`` (at most 1000),
+    count :class:`TurnHitRecord`, best first (equal scores in TurnID order)."""
+
+    MSG_TYPES: ClassVar[tuple[int, ...]] = (MessageType.VECTOR_SEARCH_TURNS.response_type,)
+    NAME: ClassVar[str] = "TURN_HITS"
+
+    method: VectorMethod
+    candidates: int
+    hits: tuple[TurnHitRecord, ...]
+
+    def encode_body(self) -> bytes:
+        """See :meth:`Message.encode_body`."""
+        if len(self.hits) > VECTOR_K_MAX:
+            raise ValueError(f"TURN_HITS holds at most {VECTOR_K_MAX} hits")
+        return (
+            _u8(int(self.method))
+            + _u8(0)
+            + _u32(self.candidates)
+            + _u16(len(self.hits))
+            + b"".join(hit.encode() for hit in self.hits)
+        )
+
+    @classmethod
+    def decode_body(cls, reader: Reader) -> TurnHitsResponse:
+        """See :meth:`Message.decode_body`."""
+        method = reader.u8("method")
+        if method not in _VECTOR_METHODS:
+            raise reader.error("method", f"unknown value {method}")
+        reader.zero(1)
+        candidates = reader.u32("candidates")
+        count = reader.limit(reader.u16("count"), VECTOR_K_MAX, "count")
+        reader.count(count, TURN_HIT_BYTES, "hits")
+        hits = tuple(TurnHitRecord(reader.turn(), reader.f32("score")) for _ in range(count))
+        return cls(VectorMethod(method), candidates, hits)
+
+
 REPLICATION_ROLES = ("off", "primary", "standby")
 """REPLICATION_STATS ``role`` codes, by index."""
 REPLICATION_STATES = (
@@ -5124,6 +5382,8 @@ def turn_count(response: Response) -> int:
         return len(response.entries)
     if isinstance(response, (FoundTurnsResponse, AppendedTurnsResponse)):
         return len(response.turns)
+    if isinstance(response, TurnHitsResponse):
+        return len(response.hits)
     return 0
 
 

@@ -20,7 +20,8 @@ Tools (each validates its arguments and answers ctxstore's typed errors as MCP t
 - ``read_turns``: the last N turns of a context, the page before a turn, a depth range, or
   the window from its latest summary;
 - ``append_turn``: a turn (text or base64 bytes) with an idempotency key and labels, after
-  the head or any turn the context owns; the context is created when missing;
+  the head or any turn the context owns; the context is created when missing; it may carry
+  vectors of a vector index (protocol version 7), which ``search_turns`` finds;
 - ``fork``: a new context whose head is a given turn (O(1), nothing is copied);
 - ``find_turns``: turns of every context carrying an indexed label (``run_id``,
   ``thread_id``, ``idx.*``);
@@ -29,6 +30,9 @@ Tools (each validates its arguments and answers ctxstore's typed errors as MCP t
 - ``search``: the entries of a context nearest a query vector (the agent embeds with the
   model that embedded the entries; the server stores vectors, it embeds nothing), exactly
   ``k`` whenever ``k`` pass the key prefix and the filter over the values;
+- ``search_turns``: the turns nearest a query vector (protocol version 7) among the contexts
+  named by a context, a name prefix and tags (none: every context), of a type and carrying
+  labels, exactly ``k`` whenever ``k`` pass: an agent's recall over its own turns;
 - ``branch_tree``: a context's turns as a text tree of its branches.
 
 Resources: ``ctxstore://context/{name}`` (the name percent-encoded), the context's
@@ -38,6 +42,7 @@ description and newest turns as text.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import binascii
 import hmac
@@ -59,13 +64,14 @@ from ._protocol import (
     VECTOR_INDEX_NAME_BYTES_MAX,
     VECTOR_K_MAX,
     VECTORS_PER_ENTRY_MAX,
+    VECTORS_PER_TURN_MAX,
 )
 from ._wire import CONTEXT_NAME_BYTES_MAX as NAME_BYTES_MAX
 from ._wire import LABELS_PER_TURN_MAX as LABELS_MAX
 from ._wire import TURN_KEY_BYTES_MAX
 from .aio import AsyncClient
 from .errors import CtxstoreError, NotFound, ServerError
-from .types import ContextInfo, ParentLike, Turn, TurnInfo
+from .types import ContextInfo, ParentLike, Turn, TurnInfo, TurnSpec
 
 __all__ = ["build_server", "main"]
 
@@ -472,7 +478,9 @@ def build_server(
         "its payload as `text` or `data_base64`, an optional idempotency `key` (an append "
         "whose key the context has answers that turn, existing=true, and writes nothing), "
         "`labels` to find it by, and `parent` (a TurnID the context owns, or 'root') to "
-        "branch from an older turn. `expected_head` makes it a compare-and-set."
+        "branch from an older turn. `expected_head` makes it a compare-and-set. With `index` "
+        "and `vectors` (protocol version 7; the agent embeds the turn, the server embeds "
+        "nothing) the turn carries those vectors, which search_turns finds."
     )
     async def append_turn(
         context: ContextArg,
@@ -484,9 +492,28 @@ def build_server(
         expected_head: Annotated[int | None, Field(description="0: must be empty")] = None,
         type_tag: Annotated[int, Field(description="the caller's tag, 0-2^63")] = 0,
         create: bool = True,
+        index: Annotated[
+            str | None,
+            Field(
+                description="A vector index (protocol version 7): the turn is appended with "
+                "`vectors`, which search_turns finds"
+            ),
+        ] = None,
+        vectors: Annotated[
+            list[list[float]] | None,
+            Field(
+                description=f"The turn's vectors (<= {VECTORS_PER_TURN_MAX}, each of the "
+                "index's dimension), with `index`"
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         target = _context(context)
         payload = _payload(text, data_base64, "payload")
+        if vectors is not None and index is None:
+            raise ToolError("vectors need the index they belong to: give `index`")
+        if index is not None:
+            _index_name(index)
+            _vectors(vectors or [], VECTORS_PER_TURN_MAX)
         if key is not None and not 1 <= len(key.encode("utf-8")) <= TURN_KEY_BYTES_MAX:
             raise ToolError(f"key: 1-{TURN_KEY_BYTES_MAX} bytes")
         turn_labels = _labels(labels)
@@ -506,15 +533,23 @@ def build_server(
             client = ctx()
             if create and isinstance(target, str):
                 await client.open_context(target, get_or_create=True)
-            appended = await client.append(
-                target,
-                payload,
-                type_tag=type_tag,
-                expected_head=expected_head,
-                parent=where,
-                key=key,
-                labels=turn_labels,
-            )
+            if index is None:
+                appended = await client.append(
+                    target,
+                    payload,
+                    type_tag=type_tag,
+                    expected_head=expected_head,
+                    parent=where,
+                    key=key,
+                    labels=turn_labels,
+                )
+            else:
+                spec = TurnSpec(
+                    payload, parent=where, key=key, labels=turn_labels, type_tag=type_tag
+                )
+                (appended,) = await client.append_turns_vectors(
+                    target, [(spec, vectors or [])], index=index, expected_head=expected_head
+                )
             out = _turn_out(appended.turn)
             out.update(deduped=appended.deduped, existing=appended.existing)
             return out
@@ -652,6 +687,90 @@ def build_server(
                 ],
                 "candidates": hits.candidates,
             }
+
+        return await guarded(found)
+
+    @server.tool(
+        description="Recall: the turns nearest a query vector, best first (protocol version "
+        "7), among the turns appended with vectors of `index` (append_turn's `index` and "
+        "`vectors`). Embed the query with the model that embedded the turns: the server "
+        "stores vectors and embeds nothing. The contexts searched match every one of "
+        "`context`, `name_prefix` (names starting with it) and `tags` (contexts carrying "
+        "each); none of the three: every context. Only turns carrying every one of `labels` "
+        "and, when given, of `type_tag`. Exactly `k` hits whenever `k` turns pass. Each hit: "
+        "the turn (turn_id, context_id, depth, type_tag, ...; not its labels), its score "
+        "(higher is nearer: cosine similarity, inner product or minus the L2 distance) and "
+        "its payload (text, or base64) while the hits' payloads fit in 1 MiB (then "
+        "payload_omitted)."
+    )
+    async def search_turns(
+        index: Annotated[str, Field(description="The vector index (1-64 bytes)")],
+        vector: Annotated[list[float], Field(description="The query's embedding")],
+        k: Annotated[int, Field(description="Hits wanted, 1-1000")] = 10,
+        context: Annotated[
+            str | int | None, Field(description="Only this context's turns (name or ContextID)")
+        ] = None,
+        name_prefix: Annotated[
+            str | None, Field(description="Only contexts whose name starts with it")
+        ] = None,
+        tags: Annotated[
+            dict[str, str] | None, Field(description="Only contexts carrying every tag")
+        ] = None,
+        labels: Annotated[
+            dict[str, str] | None, Field(description="Only turns carrying every label")
+        ] = None,
+        type_tag: Annotated[int | None, Field(description="Only turns of this type tag")] = None,
+    ) -> dict[str, Any]:
+        target = None if context is None else _context(context)
+        _index_name(index)
+        _vectors([vector], 1)
+        if not 1 <= k <= VECTOR_K_MAX:
+            raise ToolError(f"k: 1-{VECTOR_K_MAX}")
+        if name_prefix is not None and len(name_prefix.encode("utf-8")) > NAME_BYTES_MAX:
+            raise ToolError(f"name_prefix: at most {NAME_BYTES_MAX} bytes")
+        wanted_tags = _tags(tags)
+        wanted_labels = _labels(labels)
+        if type_tag is not None and not 0 <= type_tag < 2**63:
+            raise ToolError("type_tag: 0 to 2^63 - 1")
+
+        async def found() -> dict[str, Any]:
+            client = ctx()
+            hits = await client.vector_search_turns(
+                index,
+                vector,
+                k,
+                context=target,
+                name_prefix=name_prefix or None,
+                tags=wanted_tags,
+                labels=wanted_labels,
+                type_tag=type_tag,
+            )
+            # The payloads of the best hits that fit in the budget, fetched at once (pipelined).
+            kept: list[Turn] = []
+            total = 0
+            for hit in hits:
+                total += hit.turn.payload_len
+                if total > READ_TURNS_PAYLOAD_BYTES_MAX:
+                    break
+                kept.append(hit.turn)
+
+            async def payload_of(turn: Turn) -> bytes:
+                return await client.get_blob(turn.payload_hash) if turn.payload_len else b""
+
+            payloads = await asyncio.gather(*(payload_of(turn) for turn in kept))
+            out = []
+            for number, hit in enumerate(hits):
+                shown = _turn_out(hit.turn)
+                shown["score"] = hit.score
+                if number < len(kept):
+                    shown.update(_bytes_out(payloads[number]))
+                else:
+                    shown["payload_omitted"] = (
+                        f"{hit.turn.payload_len} bytes, past the {READ_TURNS_PAYLOAD_BYTES_MAX} "
+                        "bytes one search_turns returns: read it with read_turns"
+                    )
+                out.append(shown)
+            return {"hits": out, "candidates": hits.candidates}
 
         return await guarded(found)
 

@@ -62,6 +62,8 @@ __all__ = [
     "VectorIndex",
     "VectorHit",
     "VectorHits",
+    "TurnHit",
+    "TurnHits",
 ]
 
 HashLike = bytes | bytearray | memoryview | str
@@ -818,4 +820,34 @@ class VectorHits:
         return len(self.hits)
 
     def __getitem__(self, index: int) -> VectorHit:
+        return self.hits[index]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHit:
+    """One turn a ``vector_search_turns`` found (protocol version 7): the turn (its metadata,
+    no payload: ``get_blob(hit.turn.payload_hash)``, or a read of its context) and its score
+    (its best vector's; higher is nearer)."""
+
+    turn: Turn
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHits:
+    """The answer of ``vector_search_turns``: the hits, best first (equal scores in TurnID
+    order), and how the server found them, as :class:`VectorHits` says: ``method``
+    ``"exact"`` or ``"graph"``, ``candidates`` the vectors it compared."""
+
+    method: Literal["exact", "graph"]
+    candidates: int
+    hits: list[TurnHit]
+
+    def __iter__(self) -> Iterator[TurnHit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index: int) -> TurnHit:
         return self.hits[index]

@@ -26,6 +26,7 @@ GOLDEN_V3 = REPO_ROOT / "protocol" / "tests" / "golden-v3.txt"
 GOLDEN_V4 = REPO_ROOT / "protocol" / "tests" / "golden-v4.txt"
 GOLDEN_V5 = REPO_ROOT / "protocol" / "tests" / "golden-v5.txt"
 GOLDEN_V6 = REPO_ROOT / "protocol" / "tests" / "golden-v6.txt"
+GOLDEN_V7 = REPO_ROOT / "protocol" / "tests" / "golden-v7.txt"
 
 
 def server_binary() -> Path:

@@ -19,7 +19,7 @@ from fakes import FakeServer, hello_then_error
 async def test_round_trips(server: ServerProcess) -> None:
     async with ctxstore.AsyncClient(server.addr, timeout=20) as client:
         info = await client.server_info()
-        assert info.version == 6 == ctxstore.PROTOCOL_VERSION
+        assert info.version == 7 == ctxstore.PROTOCOL_VERSION
         await client.ping()
         ctx = await client.create_context()
         assert ctx.is_empty
@@ -114,11 +114,11 @@ async def test_token_and_version(token_server: ServerProcess, server: ServerProc
         await ctxstore.AsyncClient.connect(token_server.addr, token="nope")
 
     class FutureClient(ctxstore.AsyncClient):
-        PROTOCOL_VERSIONS = (7, 9)
+        PROTOCOL_VERSIONS = (8, 9)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         await FutureClient.connect(server.addr)
-    assert info.value.server_version == 6
+    assert info.value.server_version == 7
 
 
 async def test_the_async_client_defaults_to_the_environment_and_trims_its_token(

@@ -48,7 +48,7 @@ def text_payload(i: int, size: int = 3000) -> bytes:
 
 def test_hello_reports_version_and_limits(client: ctxstore.Client) -> None:
     info = client.server_info()
-    assert info.version == 6 == ctxstore.PROTOCOL_VERSION
+    assert info.version == 7 == ctxstore.PROTOCOL_VERSION
     assert info.server_name.startswith("ctxstore")
     assert info.frame_bytes_max == 16 << 20
     assert info.requests_in_flight_max == 1024
@@ -467,19 +467,19 @@ def test_the_address_and_token_default_to_the_environment(
 
 def test_unsupported_version(server: ServerProcess) -> None:
     class FutureClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (7, 8)
+        PROTOCOL_VERSIONS = (8, 9)
 
     with pytest.raises(ctxstore.UnsupportedVersion) as info:
         FutureClient(server.addr)
-    assert info.value.code == 12 and info.value.server_version == 6
+    assert info.value.code == 12 and info.value.server_version == 7
 
     class WideClient(ctxstore.Client):
-        PROTOCOL_VERSIONS = (1, 7)
+        PROTOCOL_VERSIONS = (1, 8)
 
     with WideClient(server.addr) as client:
-        assert client.server_info().version == 6
+        assert client.server_info().version == 7
 
-    # A client of version 3 still speaks to a server of version 6; ROLE is refused locally.
+    # A client of version 3 still speaks to a server of version 7; ROLE is refused locally.
     class Version3Client(ctxstore.Client):
         PROTOCOL_VERSIONS = (1, 3)
 

@@ -96,7 +96,7 @@ def _messages(count: int) -> bytes:
 def test_a_compressible_payload_travels_as_its_frame(proxy: CountingProxy) -> None:
     payload = _messages(2000)
     with ctxstore.Client(proxy.addr, timeout=20) as client:
-        assert client.server_info().version == 6
+        assert client.server_info().version == 7
         ctx = client.create_context()
         proxy.take()
         appended = client.append(ctx.context_id, payload, type_tag=4)

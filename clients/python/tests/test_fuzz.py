@@ -148,6 +148,39 @@ def kv_put_vectors(draw: st.DrawFn) -> p.KvPutVectors:
     )
 
 
+@st.composite
+def append_turns_vectors(draw: st.DrawFn) -> p.AppendTurnsVectors:
+    """Version 7: turns with their vectors (of one dimension, 0 when none carries one)."""
+    dims = draw(st.integers(0, 6))
+    vectors = st.lists(st.lists(f32s, min_size=dims, max_size=dims).map(tuple), max_size=3)
+    turns = draw(
+        st.lists(
+            st.builds(p.VectorTurnRecord, turn_specs(), vectors.map(tuple)), min_size=1, max_size=3
+        )
+    )
+    return p.AppendTurnsVectors(
+        draw(context_refs), draw(st.none() | u64), draw(st.text(max_size=16)), dims, tuple(turns)
+    )
+
+
+@st.composite
+def vector_search_turns(draw: st.DrawFn) -> p.VectorSearchTurns:
+    flags = draw(st.integers(0, p.VECTOR_SEARCH_TURNS_FLAGS_KNOWN))
+    return p.VectorSearchTurns(
+        draw(st.text(max_size=16)),
+        tuple(draw(st.lists(f32s, max_size=8))),
+        draw(u16),
+        draw(u16),
+        flags,
+        draw(u16),
+        draw(context_refs),
+        draw(st.text(max_size=12)),
+        draw(tag_lists),
+        draw(tag_lists),
+        draw(u64) if flags & p.VECTOR_SEARCH_TYPE_TAG else 0,
+    )
+
+
 def _with_type(cls: type[p.Response], types: tuple[int, ...]) -> st.SearchStrategy[int]:
     return st.sampled_from(types)
 
@@ -205,6 +238,7 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
         st.lists(
             st.builds(p.AppendedTurnRecord, turns, st.booleans(), st.booleans()), max_size=4
         ).map(tuple),
+        st.sampled_from(p.AppendedTurnsResponse.MSG_TYPES),
     ),
     st.builds(p.TurnInfoResponse, turns, extras),
     st.builds(p.TurnLogResponse, log_cursors, entries_v2),
@@ -219,6 +253,12 @@ responses: st.SearchStrategy[p.Response] = st.one_of(
         st.sampled_from(list(p.VectorMethod)),
         u32,
         st.lists(st.builds(p.VectorHitRecord, kv_keys, f32s, hashes, u32), max_size=4).map(tuple),
+    ),
+    st.builds(
+        p.TurnHitsResponse,
+        st.sampled_from(list(p.VectorMethod)),
+        u32,
+        st.lists(st.builds(p.TurnHitRecord, turns, f32s), max_size=4).map(tuple),
     ),
 )
 
@@ -307,6 +347,8 @@ requests: st.SearchStrategy[p.Request] = st.one_of(
         st.binary(max_size=40),
     ),
     kv_put_vectors(),
+    append_turns_vectors(),
+    vector_search_turns(),
 )
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

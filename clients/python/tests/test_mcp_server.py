@@ -1,6 +1,7 @@
 """ctxstore-mcp end to end: the MCP SDK's own client (in-process, then over stdio and
-streamable HTTP through the console script) against a real ctxstore-server. Every tool, the
-context resource, argument checks and the server's typed errors as MCP errors."""
+streamable HTTP through the console script) against a real ctxstore-server. Every tool (turns
+with vectors and ``search_turns`` too), the context resource, argument checks and the server's
+typed errors as MCP errors."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ async def _tools_end_to_end(mcp: Client, server: ServerProcess) -> None:
         "kv_get",
         "kv_put",
         "search",
+        "search_turns",
         "branch_tree",
     }
     run = f"run-{uuid.uuid4().hex[:8]}"
@@ -171,6 +173,109 @@ async def _tools_end_to_end(mcp: Client, server: ServerProcess) -> None:
     assert lines[1] == f"turn {first['turn_id']} (depth 0) [key=k1]: 'hello'"
     assert lines[2] == f"├─ turn {second['turn_id']} (depth 1): 8 bytes (binary)"
     assert lines[3] == f"└─ turn {branch['turn_id']} (depth 1) [HEAD]: 'instead'"
+
+
+async def test_turns_with_vectors_are_recalled(server: ServerProcess) -> None:
+    async with Client(build_server(server.addr)) as mcp:
+        await _turns_with_vectors(mcp, server)
+
+
+async def _turns_with_vectors(mcp: Client, server: ServerProcess) -> None:
+    """An agent's recall over its own turns (protocol version 7): append_turn with `index`
+    and `vectors`, search_turns by context, name prefix, tags, labels and type."""
+    base = f"mcp-recall-{uuid.uuid4().hex[:8]}"
+    index = f"mcp-turns-{uuid.uuid4().hex[:8]}"
+    async with await ctxstore.AsyncClient.connect(server.addr) as direct:
+        await direct.vector_index_create(index, 2)
+        await direct.open_context(f"{base}/b", {"project": "x"})
+    east = await _call(
+        mcp,
+        "append_turn",
+        context=f"{base}/a",
+        text="the sun rises in the east",
+        labels={"role": "user"},
+        type_tag=1,
+        index=index,
+        vectors=[[1.0, 0.0]],
+    )
+    north = await _call(
+        mcp,
+        "append_turn",
+        context=f"{base}/a",
+        text="north",
+        labels={"role": "assistant"},
+        index=index,
+        vectors=[[0.0, 1.0], [0.6, 0.8]],
+    )
+    other = await _call(
+        mcp,
+        "append_turn",
+        context=f"{base}/b",
+        data_base64=base64.b64encode(b"\xff elsewhere").decode(),
+        type_tag=1,
+        index=index,
+        vectors=[[0.9, 0.1]],
+    )
+    await _call(mcp, "append_turn", context=f"{base}/a", text="no vector", index=index)
+    assert north["parent_turn_id"] == east["turn_id"]
+
+    async def ids(**arguments: Any) -> list[int]:
+        found = await _call(mcp, "search_turns", index=index, vector=[1.0, 0.05], **arguments)
+        return [hit["turn_id"] for hit in found["hits"]]
+
+    found = await _call(mcp, "search_turns", index=index, vector=[1.0, 0.05], k=2)
+    assert [hit["turn_id"] for hit in found["hits"]] == [east["turn_id"], other["turn_id"]]
+    assert found["hits"][0]["text"] == "the sun rises in the east"
+    assert (
+        found["hits"][0]["context_id"] == east["context_id"] and found["hits"][0]["type_tag"] == 1
+    )
+    assert found["hits"][0]["score"] > 0.99 and found["candidates"] >= 2
+    assert base64.b64decode(found["hits"][1]["data_base64"]) == b"\xff elsewhere"
+    everything = [east["turn_id"], other["turn_id"], north["turn_id"]]
+    assert await ids() == everything
+    assert await ids(context=f"{base}/a") == [east["turn_id"], north["turn_id"]]
+    assert await ids(context=other["context_id"]) == [other["turn_id"]]
+    assert await ids(name_prefix=f"{base}/") == everything
+    assert await ids(name_prefix=base, tags={"project": "x"}) == [other["turn_id"]]
+    assert await ids(labels={"role": "assistant"}) == [north["turn_id"]]
+    assert await ids(type_tag=1) == [east["turn_id"], other["turn_id"]]
+    assert await ids(k=1, context=f"{base}/a", labels={"role": "user"}) == [east["turn_id"]]
+
+    # Refusals: the tool's own checks, then the server's typed errors; nothing is appended.
+    assert "give `index`" in await _error(
+        mcp, "append_turn", context=f"{base}/a", text="x", vectors=[[1.0, 0.0]]
+    )
+    assert "vectors: at most 16" in await _error(
+        mcp, "append_turn", context=f"{base}/a", text="x", index=index, vectors=[[1.0, 0.0]] * 17
+    )
+    assert "INVALID_ARGUMENT" in await _error(
+        mcp, "append_turn", context=f"{base}/a", text="x", index=index, vectors=[[1.0, 0.0, 0.0]]
+    )
+    assert "NOT_FOUND" in await _error(
+        mcp, "append_turn", context=f"{base}/a", text="x", index="absent", vectors=[[1.0, 0.0]]
+    )
+    read = await _call(mcp, "read_turns", context=f"{base}/a")
+    assert [t["text"] for t in read["turns"]] == ["the sun rises in the east", "north", "no vector"]
+    assert "valid number" in await _error(
+        mcp, "search_turns", index=index, vector=[float("nan"), 0.0]
+    )
+    assert "INVALID_ARGUMENT" in await _error(
+        mcp, "search_turns", index=index, vector=[1.0, 0.0, 0.0]
+    )
+    assert "NOT_FOUND" in await _error(mcp, "search_turns", index="absent", vector=[1.0])
+    assert "NOT_FOUND" in await _error(
+        mcp, "search_turns", index=index, vector=[1.0, 0.0], context=f"{base}/none"
+    )
+    assert "k: 1-1000" in await _error(mcp, "search_turns", index=index, vector=[1.0, 0.0], k=0)
+    assert "labels: at most 16" in await _error(
+        mcp,
+        "search_turns",
+        index=index,
+        vector=[1.0, 0.0],
+        labels={str(i): "v" for i in range(17)},
+    )
+    async with await ctxstore.AsyncClient.connect(server.addr) as direct:
+        assert (await direct.vector_index_drop(index)).vectors == 4
 
 
 async def test_arguments_and_server_errors_are_mcp_errors(server: ServerProcess) -> None:

@@ -77,7 +77,8 @@ impl Scoped<'_> {
             .map(|(at, turn)| {
                 let expected_head = append.expected_head.filter(|_| at == 0);
                 let mut request = turn_request(context_id, expected_head, turn.spec);
-                request.options.vectors = (!turn.vectors.is_empty()).then(|| TurnVectors::Given {
+                // Given even when empty: the index is checked as KV_PUT_VECTORS checks it.
+                request.options.vectors = Some(TurnVectors::Given {
                     index: append.index.clone(),
                     vectors: turn.vectors,
                 });
