@@ -237,8 +237,8 @@ fn hostile_input_gets_errors_or_closes_and_others_keep_working() {
     raw.send(
         1,
         &Request::Admin(AdminRequest::Hello(admin::Hello {
-            min_version: 7,
-            max_version: 9,
+            min_version: PROTOCOL_VERSION + 1,
+            max_version: PROTOCOL_VERSION + 3,
             token: Bytes::new(),
             client_name: "future".into(),
         })),
