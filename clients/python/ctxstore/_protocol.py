@@ -5002,6 +5002,38 @@ class VectorHitRecord:
         )
 
 
+def _encode_hits(
+    name: str,
+    method: VectorMethod,
+    candidates: int,
+    hits: Sequence[VectorHitRecord | TurnHitRecord],
+) -> bytes:
+    """VECTOR_HITS' and TURN_HITS' body: ``u8 method``, ``u8 reserved``, ``u32 candidates``,
+    ``u16 count``, then the hits."""
+    if len(hits) > VECTOR_K_MAX:
+        raise ValueError(f"{name} holds at most {VECTOR_K_MAX} hits")
+    return (
+        _u8(int(method))
+        + _u8(0)
+        + _u32(candidates)
+        + _u16(len(hits))
+        + b"".join(hit.encode() for hit in hits)
+    )
+
+
+def _decode_hits_head(reader: Reader, hit_bytes_min: int) -> tuple[int, int, int]:
+    """What VECTOR_HITS and TURN_HITS begin with: the method (known), the candidates, and the
+    count of hits (at most 1000, each at least ``hit_bytes_min`` bytes in what is left)."""
+    method = reader.u8("method")
+    if method not in _VECTOR_METHODS:
+        raise reader.error("method", f"unknown value {method}")
+    reader.zero(1)
+    candidates = reader.u32("candidates")
+    count = reader.limit(reader.u16("count"), VECTOR_K_MAX, "count")
+    reader.count(count, hit_bytes_min, "hits")
+    return method, candidates, count
+
+
 @register_response
 @dataclass(frozen=True, slots=True)
 class VectorHitsResponse(Response):
@@ -5018,26 +5050,12 @@ class VectorHitsResponse(Response):
 
     def encode_body(self) -> bytes:
         """See :meth:`Message.encode_body`."""
-        if len(self.hits) > VECTOR_K_MAX:
-            raise ValueError(f"VECTOR_HITS holds at most {VECTOR_K_MAX} hits")
-        return (
-            _u8(int(self.method))
-            + _u8(0)
-            + _u32(self.candidates)
-            + _u16(len(self.hits))
-            + b"".join(hit.encode() for hit in self.hits)
-        )
+        return _encode_hits("VECTOR_HITS", self.method, self.candidates, self.hits)
 
     @classmethod
     def decode_body(cls, reader: Reader) -> VectorHitsResponse:
         """See :meth:`Message.decode_body`."""
-        method = reader.u8("method")
-        if method not in _VECTOR_METHODS:
-            raise reader.error("method", f"unknown value {method}")
-        reader.zero(1)
-        candidates = reader.u32("candidates")
-        count = reader.limit(reader.u16("count"), VECTOR_K_MAX, "count")
-        reader.count(count, VECTOR_HIT_BYTES_MIN, "hits")
+        method, candidates, count = _decode_hits_head(reader, VECTOR_HIT_BYTES_MIN)
         hits = tuple(
             VectorHitRecord(
                 reader.short_bytes("key"),
@@ -5079,26 +5097,12 @@ class TurnHitsResponse(Response):
 
     def encode_body(self) -> bytes:
         """See :meth:`Message.encode_body`."""
-        if len(self.hits) > VECTOR_K_MAX:
-            raise ValueError(f"TURN_HITS holds at most {VECTOR_K_MAX} hits")
-        return (
-            _u8(int(self.method))
-            + _u8(0)
-            + _u32(self.candidates)
-            + _u16(len(self.hits))
-            + b"".join(hit.encode() for hit in self.hits)
-        )
+        return _encode_hits("TURN_HITS", self.method, self.candidates, self.hits)
 
     @classmethod
     def decode_body(cls, reader: Reader) -> TurnHitsResponse:
         """See :meth:`Message.decode_body`."""
-        method = reader.u8("method")
-        if method not in _VECTOR_METHODS:
-            raise reader.error("method", f"unknown value {method}")
-        reader.zero(1)
-        candidates = reader.u32("candidates")
-        count = reader.limit(reader.u16("count"), VECTOR_K_MAX, "count")
-        reader.count(count, TURN_HIT_BYTES, "hits")
+        method, candidates, count = _decode_hits_head(reader, TURN_HIT_BYTES)
         hits = tuple(TurnHitRecord(reader.turn(), reader.f32("score")) for _ in range(count))
         return cls(VectorMethod(method), candidates, hits)
 
