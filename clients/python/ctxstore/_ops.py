@@ -2569,6 +2569,37 @@ def vector_indexes() -> Op[list[VectorIndex]]:
     return Op(p.VectorIndexList(), finish)
 
 
+def _checked_vectors(
+    vectors: object, owner: str, kind: str, count_max: int, found: int | None
+) -> tuple[list[tuple[float, ...]], int | None]:
+    """The vectors of one entry or turn (``owner``, e.g. ``turn 3``; ``kind``, e.g. ``a
+    turn``): a sequence of at most ``count_max`` vectors of finite components, each of the
+    dimension ``found`` (the request's so far; None: the first sets it). Returns them as
+    tuples and the dimension."""
+    if isinstance(vectors, (str, bytes, bytearray, memoryview)) or not isinstance(
+        vectors, Iterable
+    ):
+        raise TypeError(
+            f"the vectors of {owner} are a sequence of vectors, not {type(vectors).__name__}"
+        )
+    listed = list(vectors)
+    if len(listed) > count_max:
+        raise ValueError(f"{owner} has {len(listed)} vectors; {kind} carries at most {count_max}")
+    converted: list[tuple[float, ...]] = []
+    for position, vector in enumerate(listed):
+        components = _components(vector, f"vector {position} of {owner}")
+        if found is None:
+            found = len(components)
+        elif len(components) != found:
+            raise ValueError(
+                f"vector {position} of {owner} has {len(components)} dimensions, not "
+                f"{found}: every vector of one request has the index's dimension (it is "
+                "sent once)"
+            )
+        converted.append(components)
+    return converted, found
+
+
 def vector_entries(
     entries: VectorEntries[KeyT], dims: int | None
 ) -> tuple[tuple[p.KvVectorEntryRecord, ...], int | None]:
@@ -2598,31 +2629,9 @@ def vector_entries(
             raise TypeError(f"the value of key {raw_key!r} is bytes, not {type(value).__name__}")
         if len(value) > p.U32_MAX:
             raise ValueError(f"the value of key {raw_key!r} is over 4 GiB - 1 bytes")
-        if isinstance(vectors, (str, bytes, bytearray, memoryview)) or not isinstance(
-            vectors, Iterable
-        ):
-            raise TypeError(
-                f"the vectors of key {raw_key!r} are a sequence of vectors, not "
-                f"{type(vectors).__name__}"
-            )
-        vectors = list(vectors)
-        if len(vectors) > p.VECTORS_PER_ENTRY_MAX:
-            raise ValueError(
-                f"key {raw_key!r} has {len(vectors)} vectors; an entry carries at most "
-                f"{p.VECTORS_PER_ENTRY_MAX}"
-            )
-        converted: list[tuple[float, ...]] = []
-        for position, vector in enumerate(vectors):
-            components = _components(vector, f"vector {position} of key {raw_key!r}")
-            if found is None:
-                found = len(components)
-            elif len(components) != found:
-                raise ValueError(
-                    f"vector {position} of key {raw_key!r} has {len(components)} dimensions, "
-                    f"not {found}: every vector of one put has the index's dimension (it is "
-                    "sent once)"
-                )
-            converted.append(components)
+        converted, found = _checked_vectors(
+            vectors, f"key {raw_key!r}", "an entry", p.VECTORS_PER_ENTRY_MAX, found
+        )
         records.append(p.KvVectorEntryRecord(raw_key, bytes(value), tuple(converted)))
     return tuple(records), found
 
@@ -2788,31 +2797,9 @@ def turn_vectors(
         spec, vectors = turn
         if not isinstance(spec, TurnSpec):
             raise TypeError(f"turn {number}'s spec is a TurnSpec, not {type(spec).__name__}")
-        if isinstance(vectors, (str, bytes, bytearray, memoryview)) or not isinstance(
-            vectors, Iterable
-        ):
-            raise TypeError(
-                f"the vectors of turn {number} are a sequence of vectors, not "
-                f"{type(vectors).__name__}"
-            )
-        vectors = list(vectors)
-        if len(vectors) > p.VECTORS_PER_TURN_MAX:
-            raise ValueError(
-                f"turn {number} has {len(vectors)} vectors; a turn carries at most "
-                f"{p.VECTORS_PER_TURN_MAX}"
-            )
-        converted: list[tuple[float, ...]] = []
-        for position, vector in enumerate(vectors):
-            components = _components(vector, f"vector {position} of turn {number}")
-            if found is None:
-                found = len(components)
-            elif len(components) != found:
-                raise ValueError(
-                    f"vector {position} of turn {number} has {len(components)} dimensions, "
-                    f"not {found}: every vector of one append has the index's dimension (it "
-                    "is sent once)"
-                )
-            converted.append(components)
+        converted, found = _checked_vectors(
+            vectors, f"turn {number}", "a turn", p.VECTORS_PER_TURN_MAX, found
+        )
         specs.append(spec)
         all_vectors.append(tuple(converted))
     if not specs:
