@@ -18,7 +18,9 @@ use ctxstore_vocab::vectors::{VECTOR_EF_SEARCH_MAX, VECTORS_PER_TURN_MAX, norm};
 
 use crate::engine::Engine;
 use crate::engine::contexts::ListQuery;
-use crate::engine::vectors::{VectorIndexInfo, check_search_fields, check_vectors_of};
+use crate::engine::vectors::{
+    VectorIndexInfo, check_search_fields, check_vectors_of, queried_index,
+};
 use crate::error::EngineError;
 use crate::format::context_meta::KvVectors;
 use crate::format::turn_log::TurnRecord;
@@ -137,21 +139,7 @@ impl Engine {
         check_turn_filters(search)?;
         let snapshot = self.inner.published.contexts.load();
         let tenant_id = self.scope().tenant_id();
-        let index = snapshot
-            .vector_indexes
-            .by_name(tenant_id, &search.index)
-            .cloned()
-            .ok_or_else(|| {
-                EngineError::VectorIndexNotFound(format!("vector index {:?}", search.index))
-            })?;
-        if search.vector.len() != usize::from(index.dims) {
-            return Err(EngineError::InvalidArgument(format!(
-                "the query has {} dimensions; vector index {:?} has {}",
-                search.vector.len(),
-                search.index,
-                index.dims
-            )));
-        }
+        let index = queried_index(&snapshot, tenant_id, &search.index, &search.vector)?;
         let contexts = self.searched_contexts(search)?;
         let candidates = self.turn_candidates(&snapshot, &index, search, &contexts)?;
         let vectors: u64 = candidates.iter().map(|c| u64::from(c.count)).sum();

@@ -244,21 +244,7 @@ impl Engine {
         let snapshot = self.inner.published.contexts.load();
         let context_id = self.resolve(&search.context)?;
         let info = snapshot.get(context_id).cloned().unwrap_or_default();
-        let index = snapshot
-            .vector_indexes
-            .by_name(info.tenant_id, &search.index)
-            .cloned()
-            .ok_or_else(|| {
-                EngineError::VectorIndexNotFound(format!("vector index {:?}", search.index))
-            })?;
-        if search.vector.len() != usize::from(index.dims) {
-            return Err(EngineError::InvalidArgument(format!(
-                "the query has {} dimensions; vector index {:?} has {}",
-                search.vector.len(),
-                search.index,
-                index.dims
-            )));
-        }
+        let index = queried_index(&snapshot, info.tenant_id, &search.index, &search.vector)?;
         let mut passes = passes;
         let searched = Searched {
             snapshot: &snapshot,
@@ -423,6 +409,28 @@ impl Engine {
         let location = location.map_err(|error| self.shown_error(error))?;
         crate::chunks::read_payload(&published.shards, &address, location)
     }
+}
+
+/// The index a search names, of its tenant, and of the query's dimension.
+pub(crate) fn queried_index(
+    snapshot: &Contexts,
+    tenant_id: TenantId,
+    name: &str,
+    query: &[f32],
+) -> Result<VectorIndexInfo, EngineError> {
+    let index = snapshot
+        .vector_indexes
+        .by_name(tenant_id, name)
+        .cloned()
+        .ok_or_else(|| EngineError::VectorIndexNotFound(format!("vector index {name:?}")))?;
+    if query.len() != usize::from(index.dims) {
+        return Err(EngineError::InvalidArgument(format!(
+            "the query has {} dimensions; vector index {name:?} has {}",
+            query.len(),
+            index.dims
+        )));
+    }
+    Ok(index)
 }
 
 fn check_index_name(name: &str) -> Result<(), EngineError> {

@@ -116,11 +116,7 @@ impl Scoped<'_> {
             .vector_search_turns(&asked)
             .map_err(engine_error)?;
         Ok(vectors::TurnHits {
-            method: if found.exact {
-                vector_search_method::EXACT
-            } else {
-                vector_search_method::GRAPH
-            },
+            method: method(found.exact),
             candidates: u32::try_from(found.candidates).unwrap_or(u32::MAX),
             hits: found
                 .hits
@@ -188,11 +184,7 @@ impl Scoped<'_> {
         let found = self.engine.vector_search(&asked, Some(passes));
         let found = found.map_err(engine_error)?;
         Ok(vectors::VectorHits {
-            method: if found.exact {
-                vector_search_method::EXACT
-            } else {
-                vector_search_method::GRAPH
-            },
+            method: method(found.exact),
             candidates: u32::try_from(found.candidates).unwrap_or(u32::MAX),
             hits: found
                 .hits
@@ -223,6 +215,15 @@ impl Scoped<'_> {
             .engine
             .kv_put_vectors(&context, &put.index, entries, if_absent, put.ttl_ms);
         stored.await.map_err(engine_error)
+    }
+}
+
+/// VECTOR_HITS' and TURN_HITS' `method`.
+fn method(exact: bool) -> u8 {
+    if exact {
+        vector_search_method::EXACT
+    } else {
+        vector_search_method::GRAPH
     }
 }
 
