@@ -1501,19 +1501,8 @@ export class Client {
       const key = keyBytes(entry.key);
       const what = `entry ${i} (key ${JSON.stringify(new TextDecoder().decode(key))})`;
       if (!(entry.value instanceof Uint8Array)) throw new TypeError(`${what}: a value is a Uint8Array`);
-      const given = entry.vectors ?? [];
-      if (!Array.isArray(given)) throw new TypeError(`${what}: vectors is an array of vectors`);
-      if (given.length > p.VECTORS_PER_ENTRY_MAX) {
-        throw new RangeError(`${what} has ${given.length} vectors; an entry carries at most ${p.VECTORS_PER_ENTRY_MAX}`);
-      }
-      const vectors = given.map((vector: VectorLike, j) => {
-        const converted = vectorOf(vector, `${what}, vector ${j}`);
-        dims ??= converted.length;
-        if (converted.length !== dims) {
-          throw new RangeError(`${what}, vector ${j} has ${converted.length} dimensions, the put's first vector ${dims}: every vector of a put is of the index's dimension`);
-        }
-        return converted;
-      });
+      const vectors = vectorsOf(entry.vectors, what, "an entry", p.VECTORS_PER_ENTRY_MAX, "put", dims);
+      dims ??= vectors[0]?.length;
       return { key, value: entry.value, vectors };
     });
     if (dims === undefined) {
@@ -1707,19 +1696,9 @@ export class Client {
     let dims: number | undefined;
     const vectors: Float32Array[][] = turns.map((turn, i) => {
       if (typeof turn !== "object" || turn === null) throw new TypeError(`turn ${i} is a TurnSpec with its vectors`);
-      const given = turn.vectors ?? [];
-      if (!Array.isArray(given)) throw new TypeError(`turn ${i}: vectors is an array of vectors`);
-      if (given.length > p.VECTORS_PER_TURN_MAX) {
-        throw new RangeError(`turn ${i} has ${given.length} vectors; a turn carries at most ${p.VECTORS_PER_TURN_MAX}`);
-      }
-      return given.map((vector: VectorLike, j) => {
-        const converted = vectorOf(vector, `turn ${i}, vector ${j}`);
-        dims ??= converted.length;
-        if (converted.length !== dims) {
-          throw new RangeError(`turn ${i}, vector ${j} has ${converted.length} dimensions, the append's first vector ${dims}: every vector of an append is of the index's dimension`);
-        }
-        return converted;
-      });
+      const converted = vectorsOf(turn.vectors, `turn ${i}`, "a turn", p.VECTORS_PER_TURN_MAX, "append", dims);
+      dims ??= converted[0]?.length;
+      return converted;
     });
     if (dims === undefined) {
       dims = options.dims ?? (await this.vectorIndexes(options)).find((found) => found.name === index)?.dims;
@@ -2234,6 +2213,33 @@ function describeIndex(index: VectorIndex): string {
 }
 
 /** A vector as the wire carries it: its numbers as f32 (checked finite by the codec). */
+/** The vectors of one entry or turn (`what`, e.g. `turn 3`; `kind`, e.g. `a turn`): an array
+ * of at most `countMax` vectors, each converted (`vectorOf`) and of the request's dimension
+ * `dims` (undefined: the first sets it; `request` names the call, "put" or "append"). */
+function vectorsOf(
+  given: unknown,
+  what: string,
+  kind: string,
+  countMax: number,
+  request: "put" | "append",
+  dims: number | undefined,
+): Float32Array[] {
+  const list = given ?? [];
+  if (!Array.isArray(list)) throw new TypeError(`${what}: vectors is an array of vectors`);
+  if (list.length > countMax) {
+    throw new RangeError(`${what} has ${list.length} vectors; ${kind} carries at most ${countMax}`);
+  }
+  const article = request === "put" ? "a" : "an";
+  return list.map((vector: VectorLike, j) => {
+    const converted = vectorOf(vector, `${what}, vector ${j}`);
+    dims ??= converted.length;
+    if (converted.length !== dims) {
+      throw new RangeError(`${what}, vector ${j} has ${converted.length} dimensions, the ${request}'s first vector ${dims}: every vector of ${article} ${request} is of the index's dimension`);
+    }
+    return converted;
+  });
+}
+
 function vectorOf(vector: VectorLike, what: string): Float32Array {
   if (vector instanceof Float32Array) return vector;
   if (typeof vector !== "object" || vector === null || typeof vector.length !== "number") {

@@ -1989,12 +1989,7 @@ export function kvPutVectors(
   if (entries.length < 1 || entries.length > KV_ENTRIES_PER_REQUEST_MAX) {
     throw new RangeError(`KV_PUT_VECTORS carries 1 to ${KV_ENTRIES_PER_REQUEST_MAX} entries, not ${entries.length}`);
   }
-  entries.forEach((entry, i) => {
-    if (entry.vectors.length > VECTORS_PER_ENTRY_MAX) {
-      throw new RangeError(`entry ${i} has ${entry.vectors.length} vectors; an entry carries at most ${VECTORS_PER_ENTRY_MAX}`);
-    }
-    entry.vectors.forEach((vector, j) => checkVector(vector, dims, `entry ${i}, vector ${j}`));
-  });
+  entries.forEach((entry, i) => checkVectorList(entry.vectors, dims, `entry ${i}`, "an entry", VECTORS_PER_ENTRY_MAX));
   return request("KV_PUT_VECTORS", MsgType.KV_PUT_VECTORS, 6, (w) => {
     w.contextRef(context).u8(putFlags).u64(ttlMs).short(name, "index").u16(dims).count16(entries.length, "entries");
     for (const entry of entries) {
@@ -2031,13 +2026,17 @@ export interface VectorTurnSpecRecord extends TurnSpecRecord {
 export function checkTurnVectors(index: string, dims: number, vectors: ReadonlyArray<readonly Float32Array[]>): Uint8Array {
   const name = vectorIndexNameBytes(index, "index");
   checkDims(dims, "dims");
-  vectors.forEach((list, i) => {
-    if (list.length > VECTORS_PER_TURN_MAX) {
-      throw new RangeError(`turn ${i} has ${list.length} vectors; a turn carries at most ${VECTORS_PER_TURN_MAX}`);
-    }
-    list.forEach((vector, j) => checkVector(vector, dims, `turn ${i}, vector ${j}`));
-  });
+  vectors.forEach((list, i) => checkVectorList(list, dims, `turn ${i}`, "a turn", VECTORS_PER_TURN_MAX));
   return name;
+}
+
+/** One entry's or turn's vectors (`what`, e.g. `turn 3`; `kind`, e.g. `a turn`): at most
+ * `countMax`, each of `dims` components finite as f32 (RangeError naming the vector). */
+function checkVectorList(list: readonly Float32Array[], dims: number, what: string, kind: string, countMax: number): void {
+  if (list.length > countMax) {
+    throw new RangeError(`${what} has ${list.length} vectors; ${kind} carries at most ${countMax}`);
+  }
+  list.forEach((vector, j) => checkVector(vector, dims, `${what}, vector ${j}`));
 }
 
 /**
