@@ -29,7 +29,7 @@ const started: Server[] = [];
 const dirs: string[] = [];
 
 afterAll(async () => {
-  for (const server of started) await server.kill();
+  for (const server of started) await server.stop();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
