@@ -1,13 +1,15 @@
-//! Fault injection into the engine's file layer, for tests only (compiled with `cfg(test)`,
-//! never into a release build). A rule names a store directory, a file (by a part of its
-//! name), an operation and a fault, and how many times it fires.
+//! Fault injection into the engine's file layer, for tests only: compiled with `cfg(test)` and
+//! with the `fault-injection` feature (the replica's tests: a primary whose store failed), never
+//! into a release build. A rule names a store directory, a file (by a part of its name), an
+//! operation and a fault, and how many times it fires. Nothing outside the process can set one.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FaultOp {
+pub enum FaultOp {
     Write,
     Sync,
     Read,
@@ -19,7 +21,7 @@ pub(crate) enum FaultOp {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fault {
+pub enum Fault {
     /// The operation fails with this errno (5 EIO, 28 ENOSPC).
     Fail(i32),
     /// A write of which only the first `keep` bytes reach the file, then EIO: a short write
@@ -46,10 +48,15 @@ struct Rule {
 }
 
 static RULES: Mutex<Vec<Rule>> = Mutex::new(Vec::new());
+/// Whether any rule was ever set: every file operation of a build with the feature asks
+/// `check`, and a process that sets none (a server binary built alongside the tests) pays one
+/// atomic load, not a lock.
+static ANY_RULE: AtomicBool = AtomicBool::new(false);
 
 /// From now on, the next `times` operations `op` on files under `dir` whose name contains
 /// `file` suffer `fault`.
-pub(crate) fn inject(dir: &Path, file: &'static str, op: FaultOp, fault: Fault, times: u32) {
+pub fn inject(dir: &Path, file: &'static str, op: FaultOp, fault: Fault, times: u32) {
+    ANY_RULE.store(true, Ordering::Release);
     if let Ok(mut rules) = RULES.lock() {
         rules.push(Rule {
             dir: dir.to_path_buf(),
@@ -62,7 +69,7 @@ pub(crate) fn inject(dir: &Path, file: &'static str, op: FaultOp, fault: Fault, 
 }
 
 /// Removes the rules of `dir`.
-pub(crate) fn clear(dir: &Path) {
+pub fn clear(dir: &Path) {
     if let Ok(mut rules) = RULES.lock() {
         rules.retain(|rule| rule.dir != dir);
     }
@@ -70,6 +77,9 @@ pub(crate) fn clear(dir: &Path) {
 
 /// Whether a fault fires for `op` on `path` (consuming one of its times).
 pub(crate) fn check(path: &Path, op: FaultOp) -> Option<Fault> {
+    if !ANY_RULE.load(Ordering::Acquire) {
+        return None;
+    }
     let mut rules = RULES.lock().ok()?;
     let name = path.file_name()?.to_str()?;
     let rule = rules.iter_mut().find(|rule| {
@@ -84,7 +94,7 @@ pub(crate) fn check(path: &Path, op: FaultOp) -> Option<Fault> {
 
 /// How many more times the rules of `dir` fire: a test waits for 0 to know that an actor
 /// reached the faulted operation (the actor finishes it before it takes its next request).
-pub(crate) fn remaining(dir: &Path) -> u32 {
+pub fn remaining(dir: &Path) -> u32 {
     RULES.lock().map_or(0, |rules| {
         rules
             .iter()
@@ -183,6 +193,7 @@ mod tests {
             .turn
             .turn_id;
 
+        assert_eq!(engine.store_failed(), None);
         inject(dir.path(), "turns.log", FaultOp::Sync, Fault::Fail(EIO), 1);
         let failed = append(&engine, context, b"in the batch whose fsync fails").unwrap_err();
         assert_eq!(failed.kind(), ErrorKind::ReadOnly, "{failed}");
@@ -199,6 +210,9 @@ mod tests {
             ErrorKind::ReadOnly
         );
         assert!(engine.stats().read_only);
+        // What a primary with a lease steps down on (not a role: the disk failed).
+        let reason = engine.store_failed().expect("the store failed");
+        assert!(reason.contains("fdatasync"), "{reason}");
         // Reads go on, and show only what was durable.
         assert_eq!(chain(&engine, context), vec![first]);
         engine.shutdown();

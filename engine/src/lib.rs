@@ -28,7 +28,7 @@
 //! | `clock.rs` | `boot_now_ns`: `CLOCK_BOOTTIME`, the one clock of every deadline (decision 0031 §5; the replica and the server read it too) | read the wall clock or `Instant` for a deadline | counts suspended time; never jumps with the wall clock |
 //! | `status.rs` | `StoreStatus`: read-only once any fdatasync failed; a standby's and a fenced primary's refusals; the ack gate (`AckGate`: `lease_until`, `shipped_until`, decision 0031 §6); what the replica holds of the ids (`ShippedIds`, the base of the bound on unshipped ids) | — | never reset until restart, but the gate, which opens again on a later deadline |
 //! | `metrics.rs` | single-writer histograms and counters, `ActorMetrics`, the snapshots `Engine::actor_metrics` returns | be written by two threads | a snapshot's count is the sum of its buckets |
-//! | `faults.rs` | test-only fault injection read by `file/`; the tests of READ_ONLY, NO_SPACE and the overlapped fsync | exist in release builds | — |
+//! | `faults.rs` | test-only fault injection read by `file/` (`cfg(test)`, and the `fault-injection` feature the replica's tests turn on): the tests of READ_ONLY, NO_SPACE, the overlapped fsync and a failed primary's step-down | exist in release builds; cost a build with no rule set more than one atomic load | — |
 //! | `file/` | the file layer: every byte the engine writes reaches the disk here — `ActorFile`, `BackgroundWriter` and `Throttle`, durable namespace operations, shared files (decision 0017), `ReadFile`; `disk.rs`, the seam: one function per system call, observed by the simulated disk (`sim.rs`, `simulated-disk` feature, tests only; decision 0026); `api.rs`, the same calls for other crates (`ctxstore_engine::files`: the replica) | decide what to write | no other module calls a write operation (`code_map.rs`); inside `file/` only `disk.rs` calls the system to change the disk (`power_loss.rs`); no store changes a byte another name reads |
 //! | `store_dir.rs` | `StoreDir`: file names and paths, the LOCK (`DirLock`: unlocked before it closes, so a child process forked meanwhile cannot keep it), the meta file | decide what a file holds | — |
 //! | `keys.rs` | `StoreKeys`, the store's keys at run time (decision 0032 §4–§5): `DIR/keyring` opened under the master key (a wrong one refused by its check), the snapshot writers seal with and readers open with, a tenant's keys given and the keyring rewritten durably | seal or open a body itself (`seal.rs`) | a key is durable in the keyring before anything is sealed under it; a store with a keyring never opens without its master key |
@@ -95,8 +95,8 @@ pub mod clock;
 pub mod config;
 mod engine;
 pub mod error;
-#[cfg(test)]
-mod faults;
+#[cfg(any(test, feature = "fault-injection"))]
+pub mod faults;
 mod file;
 pub mod format;
 mod gc;

@@ -10,7 +10,9 @@
 //!
 //! A fenced primary (issue 46) is read-only for good: another server took the replica's prefix
 //! with a later epoch, so nothing this one acknowledges from now on would reach any restore
-//! point. Its writes are refused with a message naming the new holder.
+//! point. Its writes are refused with a message naming the new holder. A primary whose store
+//! failed fences itself when it steps down (the replica's shipper): its writers are sent to
+//! look for the standby that takes over, rather than told the disk failed.
 //!
 //! A standby's and a fenced primary's refusals are `EngineError::NotPrimary` (decision 0031:
 //! the writer should go to another server), a failed fdatasync's `ReadOnly` (no server of
@@ -229,6 +231,16 @@ impl StoreStatus {
             tracing::error!(%reason, "store is now read-only; restart after fixing the cause");
         }
         self.read_only.store(true, Ordering::Release);
+    }
+
+    /// Why the store failed (a failed fdatasync, or a failed write that could not be cut back:
+    /// read-only until restart), or `None`. Not a standby, a fence or a closed gate: those
+    /// are roles, not a broken disk.
+    pub fn failed(&self) -> Option<String> {
+        if !self.read_only.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.reason.get().cloned().unwrap_or_default())
     }
 
     /// A failed fdatasync, a standby that is not promoted yet, a fenced primary, or a closed

@@ -791,7 +791,34 @@ impl Shipper {
                 }
                 return;
             }
+            if self.keeper.is_some()
+                && let Some(reason) = self.engine.store_failed()
+            {
+                self.step_down(&reason).await;
+            }
         }
+    }
+
+    /// A primary whose store failed (a failed fdatasync: read-only until a restart) can never
+    /// acknowledge again, yet its lease thread would go on renewing, and no standby could ever
+    /// take over. It steps down as a planned stop does: nothing more is acknowledged, the last
+    /// cut ships what the store holds, and the lease is released when every byte shipped (a
+    /// standby with `--auto-promote` takes over at once), else left to lapse (after L + m).
+    /// Its shipper goes on until the taker fences it; reads go on.
+    async fn step_down(&mut self, reason: &str) {
+        let why = format!(
+            "this primary stepped down: its store failed ({reason}); it acknowledges nothing \
+             more and gives up the lease of {} for a standby to take; restart it once the \
+             disk is fixed, as a standby (--follow) if another primary took over",
+            self.remote.location
+        );
+        tracing::error!(%why, "stepping down");
+        // Fenced rather than the gate closed: a write is refused NOT_PRIMARY, not READ_ONLY,
+        // so that a client of several addresses goes to find the taker.
+        self.engine.fence(why.clone());
+        self.cycles().await;
+        self.stats.set_reason(&why);
+        self.release_lease().await;
     }
 
     /// The lease given up at a planned stop, once the last cut shipped whole (a taker need not

@@ -73,12 +73,21 @@ impl Engine {
         self.inner.published.keys.install(bytes)
     }
 
-    /// Fencing (issue 46): another primary took the replica's prefix with a later epoch, so
-    /// this store refuses every write from now on with `reason` (which names the new holder);
-    /// reads go on. Nothing lifts it but a restart, which the operator must not do with
+    /// Fencing (issue 46): another primary took the replica's prefix with a later epoch, or
+    /// this one stepped down for another to take it (its store failed), so this store refuses
+    /// every write from now on with `reason` (which names the new holder, or says where to
+    /// go) as NOT_PRIMARY; reads go on. Nothing lifts it but a restart, which the operator must not do with
     /// `--replicate-to` on the same prefix unless this server should take it back.
     pub fn fence(&self, reason: String) {
         self.inner.published.status.set_fenced(reason);
+    }
+
+    /// Why this store failed for good (a failed fdatasync: the kernel may have dropped dirty
+    /// pages, so no later write can be trusted; read-only until restart), or `None`. A primary
+    /// with a lease steps down on it (`ctxstore_replica`'s shipper): it can never acknowledge
+    /// again, and holding the lease would keep every standby from taking over.
+    pub fn store_failed(&self) -> Option<String> {
+        self.inner.published.status.failed()
     }
 
     /// The lease thread's deadline (decision 0031 §5–6): acknowledgements close at `boot_ns`

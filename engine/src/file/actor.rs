@@ -66,16 +66,16 @@ impl ActorFile {
 
     /// Writes all of `bytes` at `offset` (into the page cache).
     pub fn write_all_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(result) = self.injected(crate::faults::FaultOp::Write, bytes, offset) {
             return result;
         }
         disk::write_at(&self.path, &self.file, bytes, offset)
     }
 
-    /// `write_all_at` for prepared zeros, with its own test-only fault hook.
+    /// `write_all_at` for prepared zeros, with its own fault hook (tests only).
     fn write_zeros_at(&self, zeros: &[u8], offset: u64) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(result) = self.injected(crate::faults::FaultOp::FillZeros, zeros, offset) {
             return result;
         }
@@ -84,7 +84,7 @@ impl ActorFile {
 
     /// A test's fault for a write of `bytes` at `offset`: a failure, a short write then EIO,
     /// or a delay (then `None`: the write goes on).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     fn injected(
         &self,
         op: crate::faults::FaultOp,
@@ -111,7 +111,7 @@ impl ActorFile {
 
     /// fdatasync: every write before it is on the disk when it returns `Ok`.
     pub async fn fdatasync(&self) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         match crate::faults::check(&self.path, crate::faults::FaultOp::Sync) {
             Some(crate::faults::Fault::Fail(errno)) => return Err(crate::faults::error(errno)),
             other => crate::faults::delay(other),
@@ -225,7 +225,7 @@ impl ActorFile {
 
     /// Sets the length and makes the new length durable.
     pub async fn truncate(&self, len: u64) -> io::Result<()> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(crate::faults::Fault::Fail(errno)) =
             crate::faults::check(&self.path, crate::faults::FaultOp::Truncate)
         {

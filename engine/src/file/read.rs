@@ -29,7 +29,7 @@ impl ReadFile {
     /// Fills `target` from `offset`, with an engine error naming the file and the offset (a
     /// sector that no longer reads is found by both; the error's kind stays the system's).
     pub fn read_exact_at(&self, target: &mut [u8], offset: u64) -> Result<(), EngineError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(crate::faults::Fault::Fail(errno)) =
             crate::faults::check(&self.path, crate::faults::FaultOp::Read)
         {

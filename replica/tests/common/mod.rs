@@ -181,7 +181,17 @@ pub fn start_standby(
     dir: &Path,
     ship: ShipConfig,
 ) -> (Engine, ctxstore_replica::Follower) {
-    let (config, engine) = prepared_standby(target, dir, ship);
+    start_standby_promoting(target, dir, ship, false)
+}
+
+/// `start_standby`, with `--auto-promote` when `auto_promote` (`ship.lease` must be set).
+pub fn start_standby_promoting(
+    target: &Target,
+    dir: &Path,
+    ship: ShipConfig,
+    auto_promote: bool,
+) -> (Engine, ctxstore_replica::Follower) {
+    let (config, engine) = prepared_standby(target, dir, ship, auto_promote);
     let follower = ctxstore_replica::Follower::start(engine.clone(), config).unwrap();
     (engine, follower)
 }
@@ -192,13 +202,14 @@ fn prepared_standby(
     target: &Target,
     dir: &Path,
     ship: ShipConfig,
+    auto_promote: bool,
 ) -> (ctxstore_replica::FollowConfig, Engine) {
     let config = ctxstore_replica::FollowConfig {
         url: target.url.clone(),
         s3: target.s3.clone(),
         interval: Duration::from_millis(25),
         ship,
-        auto_promote: false,
+        auto_promote,
     };
     ctxstore_replica::follow::prepare(dir, &config).unwrap();
     let mut engine_config = engine_config(dir);
@@ -217,7 +228,7 @@ pub fn faulty_standby(
     ctxstore_replica::Follower,
     std::sync::Arc<ctxstore_replica::faulty::Faults>,
 ) {
-    let (config, engine) = prepared_standby(target, dir, ship);
+    let (config, engine) = prepared_standby(target, dir, ship, false);
     let inner = ctxstore_replica::target::open(&target.url, &target.s3).unwrap();
     let faulty = ctxstore_replica::faulty::FaultyStore::new(inner.store.clone());
     let faults = faulty.faults.clone();
