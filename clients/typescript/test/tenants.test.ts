@@ -45,6 +45,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.stop();
+  rmSync(path.dirname(tenantsFile), { recursive: true, force: true });
 });
 
 test("a tenant's saver keeps its threads; another tenant's finds none", async () => {
