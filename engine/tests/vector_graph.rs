@@ -350,15 +350,27 @@ fn graphs_load_from_their_snapshots_and_catch_up_with_the_log() {
 }
 
 /// Churn past a quarter of the graph (and `REBUILD_REMOVED_ROWS_MIN`) builds it anew beside
-/// the one searches walk, then swaps it in: recall as from nothing, every new vector found.
+/// the one searches walk, on a thread of its own, then swaps it in: the batches that come
+/// meanwhile are applied to the old graph at once and caught up in the new one; recall as
+/// from nothing, every new vector found.
 #[test]
 fn a_graph_churned_past_a_quarter_is_built_anew() {
+    use ctxstore_engine::faults::{Fault, FaultOp, clear, inject};
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(settings(dir.path(), 100)).unwrap();
     let (context, mut rng, _) = filled(&engine, Metric::Cosine, 41, 4_000, |i| format!("k/{i}"));
     wait_for_graph(&engine, 4_000);
     let graph = engine.vector_graph_info(INDEX).unwrap();
     assert_eq!(graph.rebuilds, 0);
+    // A slow disk from here: each read of a pack waits 2 ms, so that the rebuild's 4,000
+    // reads take seconds whatever the machine, and the batches below come while it runs.
+    inject(
+        dir.path(),
+        "pack-",
+        FaultOp::Read,
+        Fault::Delay { ms: 2 },
+        1_000_000,
+    );
     // 1,200 entries (30%) put again with outliers: their old vectors leave the graph.
     let replaced: Vec<(String, Vec<f32>)> = (0..1_200)
         .map(|i| {
@@ -367,16 +379,46 @@ fn a_graph_churned_past_a_quarter_is_built_anew() {
         })
         .collect();
     put_all(&engine, &context, &replaced);
+    // Puts after the churn: a writer that waited for the rebuild would leave them pending
+    // until the new graph is in; they are applied (to the old graph) while it is built. Half
+    // are new keys, half replace keys the rebuild took: the new graph must catch up with both.
+    let during: Vec<(String, Vec<f32>)> = (0..40)
+        .map(|i| {
+            let vector = (0..DIMS).map(|_| rng.f32() * 8.0 - 4.0).collect();
+            let key = if i % 2 == 0 { 4_000 + i } else { i * 3 + 1 };
+            (format!("k/{key}"), vector)
+        })
+        .collect();
+    put_all(&engine, &context, &during);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let info = engine.vector_graph_info(INDEX).unwrap();
-        if info.rebuilds >= 1 && info.ready && info.pending == 0 && info.vectors == 4_000 {
+        if info.pending == 0 {
+            assert_eq!(
+                info.rebuilds, 0,
+                "the puts waited for the rebuild: {info:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never applied: {info:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    clear(dir.path());
+    loop {
+        let info = engine.vector_graph_info(INDEX).unwrap();
+        if info.rebuilds >= 1 && info.ready && info.pending == 0 && info.vectors == 4_020 {
             break;
         }
         assert!(Instant::now() < deadline, "never rebuilt: {info:?}");
         std::thread::sleep(Duration::from_millis(10));
     }
-    for (key, vector) in replaced.iter().step_by(40) {
+    let later_replaced: HashSet<&String> = during.iter().map(|(key, _)| key).collect();
+    for (key, vector) in replaced
+        .iter()
+        .step_by(40)
+        .filter(|(key, _)| !later_replaced.contains(key))
+        .chain(during.iter())
+    {
         let hits = engine
             .vector_search(&search(&context, vector, 1, false), None)
             .unwrap();

@@ -29,11 +29,13 @@ impl ReadFile {
     /// Fills `target` from `offset`, with an engine error naming the file and the offset (a
     /// sector that no longer reads is found by both; the error's kind stays the system's).
     pub fn read_exact_at(&self, target: &mut [u8], offset: u64) -> Result<(), EngineError> {
+        // A test's failing or slow disk.
         #[cfg(any(test, feature = "fault-injection"))]
-        if let Some(crate::faults::Fault::Fail(errno)) =
-            crate::faults::check(&self.path, crate::faults::FaultOp::Read)
-        {
-            return Err(EngineError::io(&self.path, crate::faults::error(errno)));
+        match crate::faults::check(&self.path, crate::faults::FaultOp::Read) {
+            Some(crate::faults::Fault::Fail(errno)) => {
+                return Err(EngineError::io(&self.path, crate::faults::error(errno)));
+            }
+            other => crate::faults::delay(other),
         }
         let len = target.len();
         disk::read_exact_at(&self.path, &self.file, target, offset).map_err(|source| {

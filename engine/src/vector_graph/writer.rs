@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ctxstore_vocab::vectors::Metric;
 
@@ -42,10 +42,15 @@ pub(crate) fn start(
     };
     let mut writer = GraphWriter {
         published: published.clone(),
+        inserter: Inserter {
+            published: published.clone(),
+            graph_bytes_max,
+            cancel: Arc::new(AtomicBool::new(false)),
+        },
         graphs: imbl::HashMap::new(),
         held: HashMap::new(),
         set_aside: HashMap::new(),
-        graph_bytes_max,
+        rebuilding: HashMap::new(),
         data_dir: data_dir.to_path_buf(),
         changes: HashMap::new(),
         removed: HashMap::new(),
@@ -64,7 +69,7 @@ pub(crate) fn start(
         .name("ctxstore-vector-graph".into())
         .spawn(move || {
             writer.build(&indexes);
-            while let Ok(Feed::Batch(seq, changes)) = inbox.recv() {
+            while let Some(Feed::Batch(seq, changes)) = writer.next(&inbox) {
                 // A shutdown does not wait for a backlog: the graph dies with the process.
                 if writer.stopping() {
                     break;
@@ -77,11 +82,13 @@ pub(crate) fn start(
                     .vector_graphs
                     .applied_seq
                     .store(seq, Ordering::Release);
+                writer.finish_rebuilds();
                 writer.rebuild_churned();
                 if writer.saved_at.elapsed() >= SNAPSHOT_INTERVAL {
                     writer.save_changed(SNAPSHOT_CHANGES_MIN);
                 }
             }
+            writer.cancel_rebuilds();
             // At shutdown (or with the sequencer gone): what changed since the last save.
             writer.save_changed(1);
         })
@@ -92,16 +99,22 @@ pub(crate) fn start(
     Ok(())
 }
 
+/// How often a writer with a rebuild under way and no batch to apply looks whether it ended.
+const REBUILD_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The one writer of the graphs.
 struct GraphWriter {
     /// Read for the vectors blobs; the writer's thread is joined at shutdown.
     published: Arc<Published>,
+    /// Inserts into a graph; one of its own for each rebuild's thread.
+    inserter: Inserter,
     graphs: imbl::HashMap<GraphKey, Arc<Graph>>,
     /// Per graph: the address holding each base in it, and its rows.
     held: HashMap<GraphKey, Held>,
     /// Per graph: the addresses set aside.
     set_aside: HashMap<GraphKey, Vec<BlobHash>>,
-    graph_bytes_max: u64,
+    /// Graphs being built anew after churn, on threads of their own (`rebuild_churned`).
+    rebuilding: HashMap<GraphKey, Rebuild>,
     /// The store's directory: snapshots go to its `vectors/`.
     data_dir: std::path::PathBuf,
     /// Per graph: addresses added and removed since its last snapshot.
@@ -111,7 +124,48 @@ struct GraphWriter {
     saved_at: std::time::Instant,
 }
 
+/// Addresses inserted into a graph, each with its rows.
+type Inserted = Vec<(BlobHash, u8)>;
+
+/// A graph being built anew beside `old`, which searches walk and the writer keeps applying
+/// batches to meanwhile.
+struct Rebuild {
+    old: Arc<Graph>,
+    fresh: Arc<Graph>,
+    /// The removed rows that started it (for the log).
+    removed: u64,
+    started: std::time::Instant,
+    cancel: Arc<AtomicBool>,
+    /// Inserts the held addresses of the start into `fresh`; answers them with their rows.
+    /// Taken when joined.
+    thread: Option<std::thread::JoinHandle<Result<Inserted, String>>>,
+}
+
+/// Inserts vectors blobs into a graph: the writer's own, or a rebuild's on its thread.
+struct Inserter {
+    published: Arc<Published>,
+    graph_bytes_max: u64,
+    /// Set to stop a rebuild whose graph went (its index dropped, or the engine stopping).
+    cancel: Arc<AtomicBool>,
+}
+
 impl GraphWriter {
+    /// The next feed: waits for it, but with a rebuild under way looks every `REBUILD_POLL`
+    /// whether one ended, so that an idle store swaps its rebuilt graph in too. `None`: the
+    /// sequencer is gone.
+    fn next(&mut self, inbox: &flume::Receiver<Feed>) -> Option<Feed> {
+        loop {
+            if self.rebuilding.is_empty() {
+                return inbox.recv().ok();
+            }
+            match inbox.recv_timeout(REBUILD_POLL) {
+                Ok(feed) => return Some(feed),
+                Err(flume::RecvTimeoutError::Timeout) => self.finish_rebuilds(),
+                Err(flume::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
     /// Every live index's graph: its snapshot loaded and reconciled with the recovered
     /// owners, or built from them. Searches stay exact until it is ready.
     fn build(&mut self, indexes: &VectorIndexes) {
@@ -274,7 +328,7 @@ impl GraphWriter {
                 let base = base_of(address);
                 bases.insert(base) && held.is_none_or(|held| !held.contains_key(&base))
             });
-        match self.insert_parallel(&graph, &first) {
+        match self.inserter.insert_parallel(&graph, &first) {
             Ok(inserted) => (inserted, aside),
             Err(error) => {
                 tracing::error!(
@@ -288,52 +342,11 @@ impl GraphWriter {
         }
     }
 
-    /// Inserts `addresses` (one per base, none in the graph) into a graph no search reads
-    /// yet, on every CPU; answers each with its rows (fewer when stopping).
-    fn insert_parallel(
-        &self,
-        graph: &Graph,
-        addresses: &[BlobHash],
-    ) -> Result<Vec<(BlobHash, u8)>, String> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = addresses.len().div_ceil(threads).max(1);
-        let results: Vec<Result<Vec<(BlobHash, u8)>, String>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = addresses
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        let mut done = Vec::with_capacity(part.len());
-                        for address in part {
-                            if self.stopping() {
-                                break;
-                            }
-                            let rows = self.insert(graph, base_of(address), *address)?;
-                            done.push((*address, rows));
-                        }
-                        Ok(done)
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .map(|worker| {
-                    worker
-                        .join()
-                        .unwrap_or_else(|_| Err("a graph builder panicked".into()))
-                })
-                .collect()
-        });
-        let mut inserted = Vec::with_capacity(addresses.len());
-        for result in results {
-            inserted.extend(result?);
-        }
-        Ok(inserted)
-    }
-
     /// Builds anew, beside the one searches use, every graph whose removals since its build
-    /// pass `REBUILD_REMOVED_ROWS_MIN` and a quarter of its rows, then swaps it in: searches
-    /// walk the old graph meanwhile (the batches that come wait for the build, and searches
-    /// scan their additions exactly), and the old graph's memory goes with its last search.
+    /// pass `REBUILD_REMOVED_ROWS_MIN` and a quarter of its rows. The build runs on a thread
+    /// of its own (`start_rebuild`), so the writer goes on applying batches to the old graph,
+    /// which searches walk meanwhile; `finish_rebuilds` brings the new one up to date and
+    /// swaps it in, and the old graph's memory goes with its last search.
     fn rebuild_churned(&mut self) {
         let churned: Vec<GraphKey> = self
             .removed
@@ -343,23 +356,26 @@ impl GraphWriter {
                     .graphs
                     .get(*key)
                     .map_or(0, |graph| graph.vectors() as u64);
-                **removed >= REBUILD_REMOVED_ROWS_MIN && **removed * 4 >= rows
+                !self.rebuilding.contains_key(*key)
+                    && **removed >= REBUILD_REMOVED_ROWS_MIN
+                    && **removed * 4 >= rows
             })
             .map(|(key, _)| *key)
             .collect();
         for key in churned {
-            self.rebuild(key);
+            self.start_rebuild(key);
         }
     }
 
-    fn rebuild(&mut self, key: GraphKey) {
+    /// Starts building `key`'s graph anew from the addresses held now, on every CPU, on a
+    /// thread of its own. Its churn is counted again from here.
+    fn start_rebuild(&mut self, key: GraphKey) {
         let (Some(old), Some(held)) = (self.graphs.get(&key).cloned(), self.held.get(&key)) else {
             return;
         };
         if !old.is_ready() {
             return;
         }
-        let started = std::time::Instant::now();
         let removed = self.removed.remove(&key).unwrap_or(0);
         let addresses: Vec<BlobHash> = held.values().map(|(address, _)| *address).collect();
         let fresh = match Graph::new(old.dims, old.metric) {
@@ -369,25 +385,120 @@ impl GraphWriter {
                 return;
             }
         };
-        let inserted = match self.insert_parallel(&fresh, &addresses) {
-            Ok(inserted) => inserted,
-            // The old graph goes on serving; its churn is counted again from here.
+        let cancel = Arc::new(AtomicBool::new(false));
+        let inserter = Inserter {
+            published: self.published.clone(),
+            graph_bytes_max: self.inserter.graph_bytes_max,
+            cancel: cancel.clone(),
+        };
+        let building = fresh.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ctxstore-vector-rebuild".into())
+            .spawn(move || inserter.insert_parallel(&building, &addresses));
+        match spawned {
+            Ok(thread) => {
+                self.rebuilding.insert(
+                    key,
+                    Rebuild {
+                        old,
+                        fresh,
+                        removed,
+                        started: std::time::Instant::now(),
+                        cancel,
+                        thread: Some(thread),
+                    },
+                );
+            }
             Err(error) => {
-                tracing::warn!(
+                tracing::warn!(tenant = %key.0, index = key.1, %error, "cannot start a vector graph's rebuild");
+            }
+        }
+    }
+
+    /// Swaps in every rebuilt graph whose build ended, once it holds what the writer applied
+    /// to the old one meanwhile. One whose index went, or that failed, is let go: the old
+    /// graph goes on serving.
+    fn finish_rebuilds(&mut self) {
+        let ended: Vec<GraphKey> = self
+            .rebuilding
+            .iter()
+            .filter(|(_, rebuild)| {
+                rebuild
+                    .thread
+                    .as_ref()
+                    .is_none_or(std::thread::JoinHandle::is_finished)
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        for key in ended {
+            let Some(mut rebuild) = self.rebuilding.remove(&key) else {
+                continue;
+            };
+            let built = rebuild.thread.take().map_or_else(
+                || Err("a graph builder was joined twice".into()),
+                |thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|_| Err("a graph builder panicked".into()))
+                },
+            );
+            let current = self.graphs.get(&key);
+            if self.stopping() || !current.is_some_and(|graph| Arc::ptr_eq(graph, &rebuild.old)) {
+                continue;
+            }
+            let caught_up = built.and_then(|inserted| self.catch_up(key, &rebuild.fresh, inserted));
+            match caught_up {
+                Ok(addresses) => self.swap_in(key, &rebuild, addresses),
+                Err(error) => tracing::warn!(
                     tenant = %key.0, index = key.1, %error,
                     "cannot rebuild a vector graph; the churned one goes on serving"
-                );
-                return;
+                ),
             }
-        };
-        if self.stopping() {
-            return;
         }
-        assert_eq!(
-            inserted.len(),
-            addresses.len(),
-            "a rebuild takes every held address"
-        );
+    }
+
+    /// Brings `fresh`, built from the addresses held at the rebuild's start (`inserted`, with
+    /// their rows), to what the writer holds now: the rows of an address no longer held are
+    /// removed, an address held since is inserted. Answers the addresses it holds.
+    fn catch_up(
+        &self,
+        key: GraphKey,
+        fresh: &Graph,
+        inserted: Vec<(BlobHash, u8)>,
+    ) -> Result<usize, String> {
+        let empty = Held::new();
+        let held = self.held.get(&key).unwrap_or(&empty);
+        let built: Held = inserted
+            .into_iter()
+            .map(|(address, rows)| (base_of(&address), (address, rows)))
+            .collect();
+        {
+            let index = fresh.index.write().unwrap_or_else(|p| p.into_inner());
+            for (base, (address, rows)) in &built {
+                if held.get(base).is_some_and(|(now, _)| now == address) {
+                    continue;
+                }
+                for row in 0..usize::from(*rows) {
+                    let removed = index.remove(label_of(*base, row));
+                    assert!(
+                        removed.is_ok_and(|count| count == 1),
+                        "a rebuilt address's rows are in the rebuilt graph"
+                    );
+                }
+            }
+        }
+        for (base, (address, rows)) in held {
+            if built.get(base).is_some_and(|(then, _)| then == address) {
+                continue;
+            }
+            let added = self.inserter.insert(fresh, *base, *address)?;
+            assert_eq!(added, *rows, "an address has the rows it had");
+        }
+        Ok(held.len())
+    }
+
+    fn swap_in(&mut self, key: GraphKey, rebuild: &Rebuild, addresses: usize) {
+        let (old, fresh) = (&rebuild.old, rebuild.fresh.clone());
         {
             let index = fresh.index.write().unwrap_or_else(|p| p.into_inner());
             fresh
@@ -404,10 +515,29 @@ impl GraphWriter {
         let changes = self.changes.entry(key).or_default();
         *changes = (*changes).max(SNAPSHOT_CHANGES_MIN);
         tracing::info!(
-            tenant = %key.0, index = key.1, removed, addresses = addresses.len(),
-            build_ms = started.elapsed().as_millis() as u64,
+            tenant = %key.0, index = key.1, removed = rebuild.removed, addresses,
+            build_ms = rebuild.started.elapsed().as_millis() as u64,
             "vector graph rebuilt after churn"
         );
+    }
+
+    /// Stops the rebuild of `key` if one runs (its index went), and waits for its thread:
+    /// its builders look at the cancel before each blob.
+    fn cancel_rebuild(&mut self, key: GraphKey) {
+        if let Some(mut rebuild) = self.rebuilding.remove(&key) {
+            rebuild.cancel.store(true, Ordering::Release);
+            if let Some(thread) = rebuild.thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+
+    /// Every rebuild stopped (the writer is ending).
+    fn cancel_rebuilds(&mut self) {
+        let keys: Vec<GraphKey> = self.rebuilding.keys().copied().collect();
+        for key in keys {
+            self.cancel_rebuild(key);
+        }
     }
 
     fn stopping(&self) -> bool {
@@ -470,6 +600,7 @@ impl GraphWriter {
 
     /// Takes a graph away: its index's searches are exact.
     fn forget(&mut self, key: GraphKey) {
+        self.cancel_rebuild(key);
         self.graphs.remove(&key);
         self.held.remove(&key);
         self.set_aside.remove(&key);
@@ -484,18 +615,6 @@ impl GraphWriter {
             .vector_graphs
             .graphs
             .store(Arc::new(self.graphs.clone()));
-    }
-
-    fn read(&self, address: BlobHash) -> Result<Vec<Vec<f32>>, String> {
-        let published = &self.published;
-        let location = published
-            .shard_of(&address)
-            .find(&address)
-            .map_err(|error| error.to_string())?;
-        let bytes = crate::chunks::read_payload(&published.shards, &address, location)
-            .map_err(|error| error.to_string())?;
-        let decoded = crate::format::vectors::decode(&bytes).map_err(|error| error.to_string())?;
-        Ok(decoded.rows().map(<[f32]>::to_vec).collect())
     }
 
     fn add(&mut self, key: GraphKey, address: BlobHash) {
@@ -514,7 +633,7 @@ impl GraphWriter {
             graph.set_aside.store(Arc::new(set_aside.clone()));
             return;
         }
-        match self.insert(&graph, base, address) {
+        match self.inserter.insert(&graph, base, address) {
             Ok(rows) => {
                 self.held
                     .entry(key)
@@ -530,6 +649,105 @@ impl GraphWriter {
                 self.forget(key);
             }
         }
+    }
+
+    fn remove(&mut self, key: GraphKey, address: BlobHash) {
+        let Some(graph) = self.graphs.get(&key).cloned() else {
+            return;
+        };
+        let base = base_of(&address);
+        let held = self.held.entry(key).or_default();
+        let set_aside = self.set_aside.entry(key).or_default();
+        if let Some((holder, rows)) = held.get(&base).copied()
+            && holder == address
+        {
+            held.remove(&base);
+            *self.removed.entry(key).or_default() += u64::from(rows);
+            {
+                let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
+                for row in 0..usize::from(rows) {
+                    let removed = index.remove(label_of(base, row));
+                    assert!(
+                        removed.is_ok_and(|count| count == 1),
+                        "a held address's rows are in its graph"
+                    );
+                }
+            }
+            // An address set aside for this base takes its place in the graph.
+            if let Some(at) = set_aside.iter().position(|a| base_of(a) == base) {
+                let promoted = set_aside.remove(at);
+                graph.set_aside.store(Arc::new(set_aside.clone()));
+                self.add(key, promoted);
+            }
+        } else if let Some(at) = set_aside.iter().position(|a| *a == address) {
+            set_aside.remove(at);
+            graph.set_aside.store(Arc::new(set_aside.clone()));
+        }
+    }
+}
+
+impl Inserter {
+    fn stopping(&self) -> bool {
+        self.cancel.load(Ordering::Acquire)
+            || self
+                .published
+                .vector_graphs
+                .stopping
+                .load(Ordering::Acquire)
+    }
+
+    /// Inserts `addresses` (one per base, none in the graph) into a graph no search reads
+    /// yet, on every CPU; answers each with its rows (fewer when stopping).
+    fn insert_parallel(
+        &self,
+        graph: &Graph,
+        addresses: &[BlobHash],
+    ) -> Result<Vec<(BlobHash, u8)>, String> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = addresses.len().div_ceil(threads).max(1);
+        let results: Vec<Result<Vec<(BlobHash, u8)>, String>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = addresses
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut done = Vec::with_capacity(part.len());
+                        for address in part {
+                            if self.stopping() {
+                                break;
+                            }
+                            let rows = self.insert(graph, base_of(address), *address)?;
+                            done.push((*address, rows));
+                        }
+                        Ok(done)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|_| Err("a graph builder panicked".into()))
+                })
+                .collect()
+        });
+        let mut inserted = Vec::with_capacity(addresses.len());
+        for result in results {
+            inserted.extend(result?);
+        }
+        Ok(inserted)
+    }
+
+    fn read(&self, address: BlobHash) -> Result<Vec<Vec<f32>>, String> {
+        let published = &self.published;
+        let location = published
+            .shard_of(&address)
+            .find(&address)
+            .map_err(|error| error.to_string())?;
+        let bytes = crate::chunks::read_payload(&published.shards, &address, location)
+            .map_err(|error| error.to_string())?;
+        let decoded = crate::format::vectors::decode(&bytes).map_err(|error| error.to_string())?;
+        Ok(decoded.rows().map(<[f32]>::to_vec).collect())
     }
 
     /// Inserts `address`'s rows, growing the graph first when it is full; answers how many.
@@ -570,40 +788,6 @@ impl GraphWriter {
             .store(index.memory_usage() as u64, Ordering::Release);
         add_rows(&index, base, &rows)?;
         Ok(rows.len() as u8)
-    }
-
-    fn remove(&mut self, key: GraphKey, address: BlobHash) {
-        let Some(graph) = self.graphs.get(&key).cloned() else {
-            return;
-        };
-        let base = base_of(&address);
-        let held = self.held.entry(key).or_default();
-        let set_aside = self.set_aside.entry(key).or_default();
-        if let Some((holder, rows)) = held.get(&base).copied()
-            && holder == address
-        {
-            held.remove(&base);
-            *self.removed.entry(key).or_default() += u64::from(rows);
-            {
-                let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
-                for row in 0..usize::from(rows) {
-                    let removed = index.remove(label_of(base, row));
-                    assert!(
-                        removed.is_ok_and(|count| count == 1),
-                        "a held address's rows are in its graph"
-                    );
-                }
-            }
-            // An address set aside for this base takes its place in the graph.
-            if let Some(at) = set_aside.iter().position(|a| base_of(a) == base) {
-                let promoted = set_aside.remove(at);
-                graph.set_aside.store(Arc::new(set_aside.clone()));
-                self.add(key, promoted);
-            }
-        } else if let Some(at) = set_aside.iter().position(|a| *a == address) {
-            set_aside.remove(at);
-            graph.set_aside.store(Arc::new(set_aside.clone()));
-        }
     }
 }
 
