@@ -170,6 +170,8 @@ pub(crate) struct VectorGraphs {
     feed: flume::Sender<Feed>,
     inbox: Mutex<Option<flume::Receiver<Feed>>>,
     stopping: AtomicBool,
+    /// Graphs being built anew after churn now (the writer's count, for the figures).
+    rebuilding: AtomicU64,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -194,6 +196,7 @@ impl Default for VectorGraphs {
             feed,
             inbox: Mutex::new(Some(inbox)),
             stopping: AtomicBool::new(false),
+            rebuilding: AtomicU64::new(0),
             writer: Mutex::new(None),
         }
     }
@@ -206,6 +209,11 @@ impl VectorGraphs {
 
     pub fn applied_seq(&self) -> u64 {
         self.applied_seq.load(Ordering::Acquire)
+    }
+
+    /// Graphs being built anew after churn now.
+    pub fn rebuilding(&self) -> u64 {
+        self.rebuilding.load(Ordering::Acquire)
     }
 
     /// The sequencer, once batch `seq` is published.

@@ -14,6 +14,7 @@
 
 mod endpoint;
 mod tenants;
+mod vectors;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -141,6 +142,7 @@ impl MetricsSource {
         self.gather_store(&mut families);
         self.gather_replication(&mut families);
         self.gather_tenants(&mut families);
+        self.gather_vectors(&mut families);
         // The encoder refuses a family without samples (no error has happened yet).
         families.retain(|family| !family.get_metric().is_empty());
         families

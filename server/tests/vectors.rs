@@ -444,3 +444,75 @@ fn turns_are_found_by_meaning_across_contexts_and_kept_across_a_restart() {
         "{unknown:?}"
     );
 }
+
+/// One scrape of `/metrics` at `addr`: each sample's value by its series (name and labels);
+/// `None` while the endpoint is not up.
+fn scrape(addr: &str) -> Option<std::collections::HashMap<String, f64>> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    Some(
+        body.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| {
+                let (series, value) = line.rsplit_once(' ')?;
+                Some((series.to_string(), value.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+/// `/metrics` sums the graphs of every index: their vectors once the writer applied them, no
+/// pending, memory, no rebuild; a dropped index leaves none.
+#[test]
+fn the_graphs_figures_are_on_the_metrics_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", ctxstore_testsupport::fixed_port());
+    let server = spawn_binary(dir.path(), &["--metrics-listen", &metrics]);
+    let client = blocking_client(&server);
+    client
+        .vector_index_create("notes", 2, Metric::Cosine, 0)
+        .unwrap();
+    let context = ClientRef::Id(client.create_context().unwrap().context_id);
+    let entries = (0..50)
+        .map(|i| {
+            let angle = i as f32 * 0.1;
+            entry(
+                &format!("i/{i}"),
+                "{}",
+                vec![vec![angle.cos(), angle.sin()]],
+            )
+        })
+        .collect();
+    client
+        .kv_put_vectors(context, "notes", 2, entries, false, None)
+        .unwrap();
+    let figures = |wanted: &dyn Fn(&std::collections::HashMap<String, f64>) -> bool| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let seen = scrape(&metrics);
+            if let Some(seen) = seen.as_ref().filter(|seen| wanted(seen)) {
+                return seen.clone();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the figures never came: {seen:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let seen = figures(&|seen| seen.get("ctxstore_vector_graph_vectors") == Some(&50.0));
+    assert_eq!(seen["ctxstore_vector_indexes"], 1.0);
+    assert_eq!(seen["ctxstore_vector_graphs_not_ready"], 0.0);
+    assert_eq!(seen["ctxstore_vector_graph_pending"], 0.0);
+    assert!(seen["ctxstore_vector_graph_memory_bytes"] > 0.0);
+    assert_eq!(seen["ctxstore_vector_graph_rebuilds_total"], 0.0);
+    assert_eq!(seen["ctxstore_vector_graph_rebuilding"], 0.0);
+    client.vector_index_drop("notes").unwrap();
+    let seen = figures(&|seen| seen.get("ctxstore_vector_indexes") == Some(&0.0));
+    assert_eq!(seen["ctxstore_vector_graph_vectors"], 0.0);
+    assert_eq!(seen["ctxstore_vector_graph_memory_bytes"], 0.0);
+}

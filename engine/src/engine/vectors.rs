@@ -88,6 +88,24 @@ pub struct VectorGraphInfo {
     pub rebuilds: u64,
 }
 
+/// Every index's graph of the store, summed (all tenants): what `/metrics` shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VectorGraphsSummary {
+    /// Live vector indexes.
+    pub indexes: u64,
+    /// Indexes whose graph is not ready (being built at open, dropped after a failure, or
+    /// past `vector_graph_bytes_max`): their searches are exact.
+    pub not_ready: u64,
+    /// Vectors in the graphs.
+    pub vectors: u64,
+    /// Addresses added by batches the graphs' writer has not applied yet (searched exactly).
+    pub pending: u64,
+    pub memory_bytes: u64,
+    /// Graphs built anew after churn since the open, and those being built now.
+    pub rebuilds: u64,
+    pub rebuilding: u64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct VectorHits {
     /// Every candidate was compared (no approximation).
@@ -166,6 +184,37 @@ impl Engine {
             loaded: graph.loaded(),
             rebuilds: graph.rebuilds(),
         })
+    }
+
+    /// Every tenant's indexes' graphs, summed (the operator's figures, whatever this
+    /// handle's scope).
+    pub fn vector_graphs_summary(&self) -> VectorGraphsSummary {
+        let snapshot = self.inner.published.contexts.load();
+        let graphs = &self.inner.published.vector_graphs;
+        let applied_seq = graphs.applied_seq();
+        let mut summary = VectorGraphsSummary {
+            rebuilding: graphs.rebuilding(),
+            ..VectorGraphsSummary::default()
+        };
+        for index in snapshot.vector_indexes.all() {
+            summary.indexes += 1;
+            let graph = graphs
+                .get(index.tenant_id, index.index_id)
+                .filter(|graph| graph.is_ready());
+            let Some(graph) = graph else {
+                summary.not_ready += 1;
+                continue;
+            };
+            summary.vectors += graph.vectors() as u64;
+            summary.memory_bytes += graph.memory_bytes();
+            summary.rebuilds += graph.rebuilds();
+            summary.pending += snapshot
+                .vector_indexes
+                .owners
+                .unapplied(index.tenant_id, index.index_id, applied_seq)
+                .count() as u64;
+        }
+        summary
     }
 
     async fn change_vector_index(

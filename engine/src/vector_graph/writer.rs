@@ -397,6 +397,10 @@ impl GraphWriter {
             .spawn(move || inserter.insert_parallel(&building, &addresses));
         match spawned {
             Ok(thread) => {
+                self.published
+                    .vector_graphs
+                    .rebuilding
+                    .fetch_add(1, Ordering::AcqRel);
                 self.rebuilding.insert(
                     key,
                     Rebuild {
@@ -431,7 +435,7 @@ impl GraphWriter {
             .map(|(key, _)| *key)
             .collect();
         for key in ended {
-            let Some(mut rebuild) = self.rebuilding.remove(&key) else {
+            let Some(mut rebuild) = self.take_rebuild(key) else {
                 continue;
             };
             let built = rebuild.thread.take().map_or_else(
@@ -524,12 +528,22 @@ impl GraphWriter {
     /// Stops the rebuild of `key` if one runs (its index went), and waits for its thread:
     /// its builders look at the cancel before each blob.
     fn cancel_rebuild(&mut self, key: GraphKey) {
-        if let Some(mut rebuild) = self.rebuilding.remove(&key) {
+        if let Some(mut rebuild) = self.take_rebuild(key) {
             rebuild.cancel.store(true, Ordering::Release);
             if let Some(thread) = rebuild.thread.take() {
                 let _ = thread.join();
             }
         }
+    }
+
+    /// `key`'s rebuild, no longer counted as running.
+    fn take_rebuild(&mut self, key: GraphKey) -> Option<Rebuild> {
+        let rebuild = self.rebuilding.remove(&key)?;
+        self.published
+            .vector_graphs
+            .rebuilding
+            .fetch_sub(1, Ordering::AcqRel);
+        Some(rebuild)
     }
 
     /// Every rebuild stopped (the writer is ending).
