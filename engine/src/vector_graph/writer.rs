@@ -462,35 +462,27 @@ impl GraphWriter {
     }
 
     /// Brings `fresh`, built from the addresses held at the rebuild's start (`inserted`, with
-    /// their rows), to what the writer holds now: the rows of an address no longer held are
-    /// removed, an address held since is inserted. Answers the addresses it holds.
-    fn catch_up(
-        &self,
-        key: GraphKey,
-        fresh: &Graph,
-        inserted: Vec<(BlobHash, u8)>,
-    ) -> Result<usize, String> {
+    /// their rows), to what the writer holds now: an address held since is inserted, the rows
+    /// of an address no longer held are removed. Inserts come before removals (but for a base
+    /// another address took, whose label must be free first): usearch reuses a removed slot in
+    /// place, and the links that led to the old vector would lead to the new one, the very
+    /// decay the rebuild is for. Answers the addresses it holds.
+    fn catch_up(&self, key: GraphKey, fresh: &Graph, inserted: Inserted) -> Result<usize, String> {
         let empty = Held::new();
         let held = self.held.get(&key).unwrap_or(&empty);
         let built: Held = inserted
             .into_iter()
             .map(|(address, rows)| (base_of(&address), (address, rows)))
             .collect();
-        {
-            let index = fresh.index.write().unwrap_or_else(|p| p.into_inner());
-            for (base, (address, rows)) in &built {
-                if held.get(base).is_some_and(|(now, _)| now == address) {
-                    continue;
-                }
-                for row in 0..usize::from(*rows) {
-                    let removed = index.remove(label_of(*base, row));
-                    assert!(
-                        removed.is_ok_and(|count| count == 1),
-                        "a rebuilt address's rows are in the rebuilt graph"
-                    );
-                }
-            }
-        }
+        let stale =
+            |base: &u64, address: &BlobHash| held.get(base).is_none_or(|(now, _)| now != address);
+        // A base held by another address now: its label is freed before the insert.
+        let taken: Vec<(u64, u8)> = built
+            .iter()
+            .filter(|(base, (address, _))| stale(base, address) && held.contains_key(base))
+            .map(|(base, (_, rows))| (*base, *rows))
+            .collect();
+        remove_rows(fresh, &taken);
         for (base, (address, rows)) in held {
             if built.get(base).is_some_and(|(then, _)| then == address) {
                 continue;
@@ -498,6 +490,12 @@ impl GraphWriter {
             let added = self.inserter.insert(fresh, *base, *address)?;
             assert_eq!(added, *rows, "an address has the rows it had");
         }
+        let gone: Vec<(u64, u8)> = built
+            .iter()
+            .filter(|(base, (address, _))| stale(base, address) && !held.contains_key(base))
+            .map(|(base, (_, rows))| (*base, *rows))
+            .collect();
+        remove_rows(fresh, &gone);
         Ok(held.len())
     }
 
@@ -802,6 +800,20 @@ impl Inserter {
             .store(index.memory_usage() as u64, Ordering::Release);
         add_rows(&index, base, &rows)?;
         Ok(rows.len() as u8)
+    }
+}
+
+/// Removes the rows of each `(base, rows)` from a graph no search reads yet.
+fn remove_rows(graph: &Graph, bases: &[(u64, u8)]) {
+    let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
+    for (base, rows) in bases {
+        for row in 0..usize::from(*rows) {
+            let removed = index.remove(label_of(*base, row));
+            assert!(
+                removed.is_ok_and(|count| count == 1),
+                "a rebuilt address's rows are in the rebuilt graph"
+            );
+        }
     }
 }
 
