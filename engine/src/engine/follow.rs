@@ -76,8 +76,9 @@ impl Engine {
     /// Fencing (issue 46): another primary took the replica's prefix with a later epoch, or
     /// this one stepped down for another to take it (its store failed), so this store refuses
     /// every write from now on with `reason` (which names the new holder, or says where to
-    /// go) as NOT_PRIMARY; reads go on. Nothing lifts it but a restart, which the operator must not do with
-    /// `--replicate-to` on the same prefix unless this server should take it back.
+    /// go) as NOT_PRIMARY; reads go on. Nothing lifts it but a restart, which the operator
+    /// must not do with `--replicate-to` on the same prefix unless this server should take it
+    /// back.
     pub fn fence(&self, reason: String) {
         self.inner.published.status.set_fenced(reason);
     }
