@@ -552,11 +552,9 @@ impl GraphWriter {
         }
     }
 
+    /// The engine stopping (the writer's own inserter is never cancelled).
     fn stopping(&self) -> bool {
-        self.published
-            .vector_graphs
-            .stopping
-            .load(Ordering::Acquire)
+        self.inserter.stopping()
     }
 
     fn apply(&mut self, change: GraphChange) {
@@ -675,16 +673,7 @@ impl GraphWriter {
         {
             held.remove(&base);
             *self.removed.entry(key).or_default() += u64::from(rows);
-            {
-                let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
-                for row in 0..usize::from(rows) {
-                    let removed = index.remove(label_of(base, row));
-                    assert!(
-                        removed.is_ok_and(|count| count == 1),
-                        "a held address's rows are in its graph"
-                    );
-                }
-            }
+            remove_rows(&graph, &[(base, rows)]);
             // An address set aside for this base takes its place in the graph.
             if let Some(at) = set_aside.iter().position(|a| base_of(a) == base) {
                 let promoted = set_aside.remove(at);
@@ -803,7 +792,8 @@ impl Inserter {
     }
 }
 
-/// Removes the rows of each `(base, rows)` from a graph no search reads yet.
+/// Removes the rows of each `(base, rows)` from `graph`, under its exclusive lock (a search
+/// must not walk a node being removed).
 fn remove_rows(graph: &Graph, bases: &[(u64, u8)]) {
     let index = graph.index.write().unwrap_or_else(|p| p.into_inner());
     for (base, rows) in bases {
@@ -811,7 +801,7 @@ fn remove_rows(graph: &Graph, bases: &[(u64, u8)]) {
             let removed = index.remove(label_of(*base, row));
             assert!(
                 removed.is_ok_and(|count| count == 1),
-                "a rebuilt address's rows are in the rebuilt graph"
+                "a held address's rows are in its graph"
             );
         }
     }
